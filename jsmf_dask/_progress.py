@@ -1,0 +1,44 @@
+"""Computing dask collections with the progress display dask provides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+from dask.diagnostics import ProgressBar
+
+from jsmf_dask import config
+
+__all__ = ["compute", "active_client"]
+
+
+def active_client():
+    """The current :class:`distributed.Client`, or None when dask runs locally."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def compute(*collections: Any) -> tuple[Any, ...]:
+    """``dask.compute(*collections)`` with a progress bar when ``jsmf.progress`` is on.
+
+    On a distributed client the bar is :func:`distributed.progress`; otherwise
+    :class:`dask.diagnostics.ProgressBar`. Exceptions raised in tasks propagate
+    unchanged.
+    """
+    show = bool(config.get("progress"))
+    client = active_client()
+    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed"):
+        futures = client.compute(list(collections))
+        if show:
+            from distributed import progress
+
+            progress(futures, notebook=False)
+        return tuple(client.gather(futures))
+    if show:
+        with ProgressBar(minimum=1.0):
+            return dask.compute(*collections)
+    return dask.compute(*collections)

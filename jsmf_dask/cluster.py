@@ -1,0 +1,87 @@
+"""Where the graphs run: an existing Dask cluster, or the embedded LocalCluster.
+
+Without an address (argument or ``DASK_SCHEDULER_ADDRESS``) a
+:class:`distributed.LocalCluster` of worker processes sized to the machine is
+started: one single-threaded worker per core, memory split evenly, BLAS
+threads limited to 1 inside workers (set in the nanny's pre-spawn
+environment, so the limit is in place before numpy loads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import dask
+import psutil
+
+__all__ = ["LOCAL_SCHEDULERS", "connect"]
+
+#: Addresses that select one of dask's single-machine schedulers instead of a cluster.
+LOCAL_SCHEDULERS = ("synchronous", "threads")
+
+_BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def connect(
+    scheduler: str | None = None,
+    *,
+    n_workers: int | None = None,
+    memory_limit: str | int | None = None,
+    dashboard: bool = True,
+    on_dashboard=None,
+) -> Iterator[object]:
+    """Run the enclosed stages on a cluster.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        A scheduler address (``tcp://host:8786``), ``"synchronous"`` or
+        ``"threads"`` for dask's local schedulers, or None for
+        ``DASK_SCHEDULER_ADDRESS`` if set and otherwise a new LocalCluster.
+    n_workers : int, optional
+        LocalCluster worker processes (default: one per core).
+    memory_limit : str or int, optional
+        LocalCluster memory per worker (default: total memory / workers).
+    dashboard : bool, default=True
+        Serve the LocalCluster's dashboard on a free loopback port.
+    on_dashboard : callable, optional
+        Called with the dashboard link once the cluster is up.
+
+    Yields
+    ------
+    distributed.Client or None
+        None for the local schedulers.
+    """
+    from distributed import Client, LocalCluster
+
+    scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+    if scheduler in LOCAL_SCHEDULERS:
+        with dask.config.set(scheduler=scheduler):
+            yield None
+        return
+    if scheduler is not None:
+        with Client(scheduler) as client:
+            if on_dashboard is not None and client.dashboard_link:
+                on_dashboard(client.dashboard_link)
+            yield client
+        return
+    cores = os.cpu_count() or 1
+    n_workers = n_workers or cores
+    if memory_limit is None:
+        memory_limit = int(psutil.virtual_memory().total * 0.9 / n_workers)
+    env = {var: "1" for var in _BLAS_VARS}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+        with LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0" if dashboard else None,
+        ) as cluster, Client(cluster) as client:
+            if on_dashboard is not None and dashboard:
+                on_dashboard(client.dashboard_link)
+            yield client

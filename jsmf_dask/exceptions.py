@@ -1,0 +1,39 @@
+"""Exceptions raised by jsmf_dask.
+
+Every error a user can cause derives from :class:`JSMFError`, which the CLI
+turns into a one-line message and exit status 1.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "JSMFError",
+    "InvalidParameterError",
+    "InputError",
+    "CorpusSchemaError",
+    "StoreError",
+]
+
+
+class JSMFError(ValueError):
+    """Base class of every error caused by input, parameters or stores."""
+
+
+class InvalidParameterError(JSMFError, TypeError):
+    """A parameter has a value outside its allowed set or range."""
+
+
+class InputError(JSMFError):
+    """Raw input (a docword file, a ratings CSV, text files) is malformed.
+
+    The message names the file, the line or row, the field and what was
+    expected.
+    """
+
+
+class CorpusSchemaError(JSMFError):
+    """A corpus shard or vocabulary table does not follow ``data_schemas/``."""
+
+
+class StoreError(JSMFError):
+    """A store (corpus, co-occurrence) is missing, incomplete or inconsistent."""

@@ -1,0 +1,1 @@
+"""io layer of jsmf_dask."""

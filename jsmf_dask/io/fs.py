@@ -1,0 +1,101 @@
+"""File-system access through fsspec, and atomic commit of stage outputs.
+
+A stage writes its output under a hidden temporary name beside the final one
+(``<root>/.cooc.zarr.tmp-<id>``) and :func:`staged_output` renames it into
+place only when the whole stage succeeded; on error the temporary is removed,
+so a root never holds a half-written output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import uuid
+from collections.abc import Iterator
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from jsmf_dask.exceptions import StoreError
+
+__all__ = ["get_fs", "join", "is_local", "staged_output", "remove"]
+
+
+def get_fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The filesystem and the path inside it for a local path or fsspec URL."""
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, path
+
+
+def is_local(url: str) -> bool:
+    """True when ``url`` is on the local file system."""
+    return isinstance(get_fs(url)[0], LocalFileSystem)
+
+
+def join(root: str, *parts: str) -> str:
+    """Join path components onto a local path or URL."""
+    if "://" in root:
+        return posixpath.join(root.rstrip("/"), *parts)
+    return posixpath.join(root, *parts)
+
+
+def remove(url: str) -> None:
+    """Remove a file or directory tree if it exists."""
+    fs, path = get_fs(url)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+@contextlib.contextmanager
+def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
+    """Yield a temporary location for ``final``; rename it into place on success.
+
+    Parameters
+    ----------
+    final : str
+        Path or URL of the committed output (a directory).
+    overwrite : bool, default=False
+        Replace an existing ``final``; otherwise an existing one is an error
+        raised before any work is done.
+
+    Yields
+    ------
+    str
+        The temporary location to write to (it does not exist yet).
+
+    Raises
+    ------
+    StoreError
+        If ``final`` exists and ``overwrite`` is False.
+    """
+    fs, path = get_fs(final)
+    if fs.exists(path) and not overwrite:
+        raise StoreError(
+            f"{final} already exists; pass --overwrite (overwrite=True) to replace it"
+        )
+    parent, name = posixpath.split(path.rstrip("/"))
+    token = uuid.uuid4().hex[:12]
+    tmp_path = posixpath.join(parent, f".{name}.tmp-{token}")
+    tmp_url = _same_scheme(final, tmp_path)
+    fs.makedirs(parent, exist_ok=True)
+    try:
+        yield tmp_url
+    except BaseException:
+        if fs.exists(tmp_path):
+            fs.rm(tmp_path, recursive=True)
+        raise
+    if not fs.exists(tmp_path):
+        raise StoreError(f"stage wrote nothing to {tmp_url}")
+    old_path = posixpath.join(parent, f".{name}.old-{token}")
+    if fs.exists(path):
+        fs.mv(path, old_path, recursive=True)
+    fs.mv(tmp_path, path, recursive=True)
+    if fs.exists(old_path):
+        fs.rm(old_path, recursive=True)
+
+
+def _same_scheme(reference: str, path: str) -> str:
+    if "://" in reference:
+        scheme = reference.split("://", 1)[0]
+        return f"{scheme}://{path}"
+    return path

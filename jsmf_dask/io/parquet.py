@@ -1,0 +1,237 @@
+"""The corpus store: Parquet document shards and the vocabulary table.
+
+Layout (``data_schemas/``)::
+
+    <root>/corpus/part-00000.parquet ...   documents (DOCUMENT_SCHEMA), row groups of documents
+    <root>/corpus/vocab.parquet            vocabulary (VOCAB_SCHEMA)
+
+Reading goes through :mod:`pyarrow.dataset` fragments, one row group at a time;
+every read and write is validated with :mod:`jsmf_dask.io.schema`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from jsmf_dask.exceptions import CorpusSchemaError, StoreError
+from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.schema import (
+    DOCUMENT_SCHEMA,
+    VOCAB_SCHEMA,
+    check_schema,
+    validate_documents,
+    validate_vocabulary,
+)
+
+__all__ = [
+    "Block",
+    "corpus_dir",
+    "vocab_path",
+    "shard_name",
+    "list_blocks",
+    "read_block",
+    "write_shard",
+    "read_vocabulary",
+    "write_vocabulary",
+    "vocabulary_hash",
+    "doc_id_hashes",
+    "find_duplicate_doc_id",
+    "file_manifest",
+]
+
+VOCAB_FILE = "vocab.parquet"
+
+
+def corpus_dir(root: str) -> str:
+    """``<root>/corpus``."""
+    return join(root, "corpus")
+
+
+def vocab_path(corpus: str) -> str:
+    """``<corpus>/vocab.parquet``."""
+    return join(corpus, VOCAB_FILE)
+
+
+def shard_name(index: int) -> str:
+    """File name of shard ``index``: ``part-00000.parquet``."""
+    return f"part-{index:05d}.parquet"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One row group of one shard: the unit of parallel work over a corpus.
+
+    Attributes
+    ----------
+    path : str
+        URL or path of the shard.
+    row_group : int
+        Row group index in the shard.
+    row_offset : int
+        Row number of the group's first document within the shard.
+    n_rows : int
+        Documents in the group.
+    """
+
+    path: str
+    row_group: int
+    row_offset: int
+    n_rows: int
+
+
+def _shard_urls(corpus: str) -> list[str]:
+    fs, path = get_fs(corpus)
+    if not fs.exists(path):
+        raise StoreError(f"{corpus}: corpus directory does not exist; run `jsmf ingest` first")
+    names = sorted(
+        posixpath.basename(p)
+        for p in fs.ls(path, detail=False)
+        if posixpath.basename(p).endswith(".parquet") and posixpath.basename(p) != VOCAB_FILE
+    )
+    if not names:
+        raise StoreError(f"{corpus}: no document shards (*.parquet) found")
+    return [join(corpus, n) for n in names]
+
+
+def list_blocks(corpus: str) -> list[Block]:
+    """Every row group of every shard of ``corpus``, schema-checked from the footers.
+
+    Raises
+    ------
+    StoreError
+        If the directory or its shards are missing.
+    CorpusSchemaError
+        If a shard lacks a column or has one of the wrong type.
+    """
+    urls = _shard_urls(corpus)
+    fs, _ = get_fs(corpus)
+    paths = [get_fs(u)[1] for u in urls]
+    try:
+        dataset = ds.dataset(paths, format="parquet", filesystem=fs)
+        fragments = list(dataset.get_fragments())
+    except (pa.ArrowInvalid, OSError) as err:
+        raise CorpusSchemaError(f"{corpus}: cannot read the shards as Parquet: {err}") from err
+    blocks = []
+    for url, frag in zip(urls, fragments, strict=True):
+        check_schema(frag.physical_schema, DOCUMENT_SCHEMA, url)
+        offset = 0
+        for rg in frag.row_groups:
+            blocks.append(Block(url, rg.id, offset, rg.num_rows))
+            offset += rg.num_rows
+    return blocks
+
+
+def read_block(block: Block, n_words: int | None) -> pa.Table:
+    """Read and validate one row group (columns of :data:`DOCUMENT_SCHEMA`)."""
+    fs, path = get_fs(block.path)
+    try:
+        frag = ds.ParquetFileFormat().make_fragment(path, filesystem=fs, row_groups=[block.row_group])
+        table = frag.to_table(columns=DOCUMENT_SCHEMA.names)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise CorpusSchemaError(f"{block.path}: row group {block.row_group}: {err}") from err
+    check_schema(table.schema, DOCUMENT_SCHEMA, block.path)
+    validate_documents(table, n_words, block.path, block.row_offset)
+    return table
+
+
+def write_shard(table: pa.Table, url: str, *, n_words: int, row_group_size: int) -> None:
+    """Validate ``table`` and write it as one shard with row groups of ``row_group_size`` documents."""
+    table = table.select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
+    validate_documents(table, n_words, url)
+    fs, path = get_fs(url)
+    with fs.open(path, "wb") as f:
+        pq.write_table(table, f, row_group_size=max(1, row_group_size))
+
+
+def read_vocabulary(corpus: str) -> pa.Table:
+    """Read and validate ``<corpus>/vocab.parquet``."""
+    url = vocab_path(corpus)
+    fs, path = get_fs(url)
+    if not fs.exists(path):
+        raise StoreError(f"{url}: vocabulary table does not exist; run `jsmf ingest` first")
+    try:
+        with fs.open(path, "rb") as f:
+            table = pq.read_table(f)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise CorpusSchemaError(f"{url}: cannot read as Parquet: {err}") from err
+    validate_vocabulary(table, url)
+    return table.select(VOCAB_SCHEMA.names).cast(VOCAB_SCHEMA)
+
+
+def write_vocabulary(table: pa.Table, corpus: str) -> None:
+    """Validate and write the vocabulary table."""
+    url = vocab_path(corpus)
+    table = table.select(VOCAB_SCHEMA.names).cast(VOCAB_SCHEMA)
+    validate_vocabulary(table, url)
+    fs, path = get_fs(url)
+    with fs.open(path, "wb") as f:
+        pq.write_table(table, f)
+
+
+def vocabulary_hash(words: list[str]) -> str:
+    """sha256 of the words in word_id order (one per line, UTF-8)."""
+    h = hashlib.sha256()
+    for w in words:
+        h.update(w.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def doc_id_hashes(doc_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """64-bit hashes of document ids, for corpus-wide uniqueness checks (8 bytes a document)."""
+    return np.fromiter(
+        (
+            int.from_bytes(hashlib.blake2b(s.encode("utf-8"), digest_size=8).digest(), "little")
+            for s in doc_ids.to_pylist()
+        ),
+        dtype=np.uint64,
+        count=len(doc_ids),
+    )
+
+
+def find_duplicate_doc_id(hashes: list[np.ndarray]) -> tuple[int, int, int, int] | None:
+    """Locate a repeated hash across blocks.
+
+    Parameters
+    ----------
+    hashes : list of ndarray of uint64
+        :func:`doc_id_hashes` of each block, in block order.
+
+    Returns
+    -------
+    tuple or None
+        ``(block_a, row_a, block_b, row_b)`` of the first repeat, or None.
+    """
+    if not hashes:
+        return None
+    allh = np.concatenate(hashes)
+    block_of = np.repeat(np.arange(len(hashes)), [h.size for h in hashes])
+    row_of = np.concatenate([np.arange(h.size) for h in hashes])
+    order = np.argsort(allh, kind="stable")
+    sorted_h = allh[order]
+    rep = np.flatnonzero(sorted_h[1:] == sorted_h[:-1])
+    if rep.size == 0:
+        return None
+    a, b = order[rep[0]], order[rep[0] + 1]
+    return int(block_of[a]), int(row_of[a]), int(block_of[b]), int(row_of[b])
+
+
+def file_manifest(url: str) -> dict[str, object]:
+    """``{path, bytes, rows, sha256}`` of one shard, for the stores' provenance attrs."""
+    fs, path = get_fs(url)
+    h = hashlib.sha256()
+    size = 0
+    with fs.open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+            size += len(chunk)
+    with fs.open(path, "rb") as f:
+        rows = pq.ParquetFile(f).metadata.num_rows
+    return {"path": posixpath.basename(path), "bytes": size, "rows": rows, "sha256": h.hexdigest()}

@@ -1,0 +1,298 @@
+"""The stored formats: Arrow schemas of the corpus and Zarr layout of the stores.
+
+This module is the one home of the formats that ``data_schemas/`` publishes
+(``tests/io/test_schema.py`` checks that those files equal what is here). Every
+reader and writer in :mod:`jsmf_dask.io` validates through these functions, so
+that an error names the file, the row and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from jsmf_dask.exceptions import CorpusSchemaError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "DOCUMENT_SCHEMA",
+    "VOCAB_SCHEMA",
+    "COOCCURRENCE_LAYOUT",
+    "check_schema",
+    "validate_documents",
+    "validate_vocabulary",
+    "published_schemas",
+]
+
+#: Version of every stored format below; bumped on any incompatible change.
+SCHEMA_VERSION = 1
+
+DOCUMENT_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("word_ids", pa.list_(pa.field("item", pa.int32(), nullable=False)), nullable=False),
+        pa.field("counts", pa.list_(pa.field("item", pa.int32(), nullable=False)), nullable=False),
+    ],
+    metadata={"jsmf.schema_version": str(SCHEMA_VERSION)},
+)
+"""One row per document: ``doc_id`` unique across the corpus; ``word_ids``
+strictly increasing, each in ``[0, N)``; ``counts`` each > 0, same length."""
+
+VOCAB_SCHEMA = pa.schema(
+    [
+        pa.field("word_id", pa.int32(), nullable=False),
+        pa.field("word", pa.string(), nullable=False),
+        pa.field("df", pa.int64(), nullable=False),
+        pa.field("tf", pa.int64(), nullable=False),
+    ],
+    metadata={"jsmf.schema_version": str(SCHEMA_VERSION)},
+)
+"""One row per word: ``word_id`` dense ``0..N-1`` in row order, ``word``
+unique, ``df`` documents and ``tf`` tokens of the word in the stored corpus."""
+
+COOCCURRENCE_LAYOUT: dict[str, Any] = {
+    "zarr_format": 3,
+    "arrays": {
+        "C": {
+            "dtype": "float64",
+            "shape": ["N", "N"],
+            "chunks": ["tile", "tile"],
+            "codecs": "bytes + zstd(level=1)",
+            "fill_value": 0.0,
+            "meaning": "joint word co-occurrence, symmetric, entries >= 0, sums to 1 (paper eq. 1)",
+        },
+        "D1": {
+            "dtype": "int64",
+            "shape": ["N"],
+            "chunks": ["tile"],
+            "meaning": "document frequency: number of counted documents containing word i",
+        },
+        "D2": {
+            "dtype": "int32",
+            "shape": ["N", "N"],
+            "chunks": ["tile", "tile"],
+            "codecs": "bytes + zstd(level=1)",
+            "fill_value": 0,
+            "meaning": "co-document frequency: counted documents containing both i and j; D2[i, i] = D1[i]",
+        },
+    },
+    "attrs": {
+        "schema_version": "int, equal to SCHEMA_VERSION",
+        "n_words": "int N",
+        "tile_size": "int, chunk edge of C and D2",
+        "n_docs": "int, documents counted (n_m >= 2 tokens)",
+        "n_docs_skipped": "object {reason: count}",
+        "n_tokens": "int, tokens of the counted documents",
+        "entry_sum": "float, sum of the unnormalised C; C stored = unnormalised / entry_sum",
+        "vocab_hash": "str, sha256 of the vocabulary words in word_id order",
+        "corpus_manifest": "list of {path, bytes, rows, sha256} for every shard read",
+        "versions": "object {package: version}",
+    },
+}
+"""Layout of ``<root>/cooc.zarr`` (a Zarr v3 group)."""
+
+
+def _type_name(t: pa.DataType) -> str:
+    return str(t)
+
+
+def check_schema(actual: pa.Schema, expected: pa.Schema, source: str) -> None:
+    """Raise if ``actual`` lacks a field of ``expected`` or has it with another type.
+
+    Parameters
+    ----------
+    actual : pyarrow.Schema
+        Schema read from the file.
+    expected : pyarrow.Schema
+        :data:`DOCUMENT_SCHEMA` or :data:`VOCAB_SCHEMA`.
+    source : str
+        File name used in the message.
+
+    Raises
+    ------
+    CorpusSchemaError
+        Naming the file and the first field that is missing or mistyped.
+    """
+    for field in expected:
+        idx = actual.get_field_index(field.name)
+        if idx < 0:
+            raise CorpusSchemaError(
+                f"{source}: missing column {field.name!r} (expected {_type_name(field.type)}); "
+                f"columns present: {actual.names}"
+            )
+        got = actual.field(idx).type
+        if not got.equals(field.type) and not _compatible(got, field.type):
+            raise CorpusSchemaError(
+                f"{source}: column {field.name!r} has type {_type_name(got)}, "
+                f"expected {_type_name(field.type)}"
+            )
+
+
+def _compatible(got: pa.DataType, want: pa.DataType) -> bool:
+    # Lists compare by value type (the item field's name and nullability are not part of the contract).
+    if pa.types.is_list(got) and pa.types.is_list(want):
+        return got.value_type.equals(want.value_type)
+    if pa.types.is_large_string(got) and pa.types.is_string(want):
+        return True
+    return False
+
+
+def _row_of(position: int, offsets: np.ndarray) -> int:
+    return int(np.searchsorted(offsets, position, side="right") - 1)
+
+
+def validate_documents(
+    table: pa.Table, n_words: int | None, source: str, row_offset: int = 0
+) -> None:
+    """Check the values of a block of documents against :data:`DOCUMENT_SCHEMA`.
+
+    Vectorised over the block; the first violation is reported.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        Columns ``doc_id``, ``word_ids``, ``counts`` (already schema-checked).
+    n_words : int or None
+        Vocabulary size N; word ids must be below it (not checked if None).
+    source : str
+        File name used in messages.
+    row_offset : int, default=0
+        Row number of the block's first row within ``source``.
+
+    Raises
+    ------
+    CorpusSchemaError
+        Naming ``source``, the row, the doc_id and the field.
+    """
+    if table.num_rows == 0:
+        return
+    for name in ("doc_id", "word_ids", "counts"):
+        col = table.column(name)
+        if col.null_count:
+            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+            raise CorpusSchemaError(f"{source}: row {row_offset + row}: field {name!r} is null")
+    ids = table.column("word_ids").combine_chunks()
+    cnt = table.column("counts").combine_chunks()
+    doc_ids = table.column("doc_id")
+
+    def where(row: int) -> str:
+        return f"{source}: row {row_offset + row} (doc_id {doc_ids[row].as_py()!r})"
+
+    id_len = ids.value_lengths().to_numpy(zero_copy_only=False)
+    cnt_len = cnt.value_lengths().to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(id_len != cnt_len)
+    if bad.size:
+        r = int(bad[0])
+        raise CorpusSchemaError(
+            f"{where(r)}: field 'counts' has {cnt_len[r]} entries but 'word_ids' has {id_len[r]}; "
+            "expected the same length"
+        )
+    offsets = np.concatenate([[0], np.cumsum(id_len)])
+    values = ids.flatten().to_numpy(zero_copy_only=False)
+    counts = cnt.flatten().to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(counts <= 0)
+    if bad.size:
+        r = _row_of(int(bad[0]), offsets)
+        raise CorpusSchemaError(
+            f"{where(r)}: field 'counts' has value {counts[bad[0]]}; expected every count > 0"
+        )
+    bad = np.flatnonzero(values < 0)
+    if n_words is not None:
+        bad = np.flatnonzero((values < 0) | (values >= n_words))
+    if bad.size:
+        r = _row_of(int(bad[0]), offsets)
+        bound = f"[0, {n_words})" if n_words is not None else ">= 0"
+        raise CorpusSchemaError(
+            f"{where(r)}: field 'word_ids' has value {values[bad[0]]}; expected ids in {bound}"
+        )
+    if values.size > 1:
+        step = np.diff(values.astype(np.int64))
+        starts = np.zeros(values.size, dtype=bool)
+        starts[offsets[:-1][id_len > 0]] = True
+        bad = np.flatnonzero((step <= 0) & ~starts[1:])
+        if bad.size:
+            pos = int(bad[0]) + 1
+            r = _row_of(pos, offsets)
+            raise CorpusSchemaError(
+                f"{where(r)}: field 'word_ids' is not strictly increasing "
+                f"({values[pos - 1]} then {values[pos]}); expected sorted ids without repeats"
+            )
+
+
+def validate_vocabulary(table: pa.Table, source: str) -> None:
+    """Check a vocabulary table: dense ``word_id`` in row order, unique words, df and tf >= 0.
+
+    Raises
+    ------
+    CorpusSchemaError
+        Naming ``source``, the row and the field.
+    """
+    check_schema(table.schema, VOCAB_SCHEMA, source)
+    for name in VOCAB_SCHEMA.names:
+        col = table.column(name)
+        if col.null_count:
+            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+            raise CorpusSchemaError(f"{source}: row {row}: field {name!r} is null")
+    word_id = table.column("word_id").to_numpy()
+    bad = np.flatnonzero(word_id != np.arange(word_id.size))
+    if bad.size:
+        r = int(bad[0])
+        raise CorpusSchemaError(
+            f"{source}: row {r}: field 'word_id' is {word_id[r]}; expected {r} (dense ids 0..N-1 in row order)"
+        )
+    words = table.column("word").to_pylist()
+    seen: dict[str, int] = {}
+    for r, w in enumerate(words):
+        if w in seen:
+            raise CorpusSchemaError(
+                f"{source}: row {r}: field 'word' repeats {w!r} (first at row {seen[w]}); expected unique words"
+            )
+        seen[w] = r
+    for name in ("df", "tf"):
+        v = table.column(name).to_numpy()
+        bad = np.flatnonzero(v < 0)
+        if bad.size:
+            r = int(bad[0])
+            raise CorpusSchemaError(f"{source}: row {r}: field {name!r} is {v[r]}; expected >= 0")
+
+
+def _schema_json(schema: pa.Schema, doc: str) -> dict[str, Any]:
+    fields = []
+    for f in schema:
+        t = f.type
+        entry: dict[str, Any] = {"name": f.name, "type": str(t), "nullable": f.nullable}
+        if pa.types.is_list(t):
+            entry["type"] = f"list<{t.value_type}>"
+            entry["item_nullable"] = t.value_field.nullable
+        fields.append(entry)
+    return {"schema_version": SCHEMA_VERSION, "description": doc, "fields": fields}
+
+
+def published_schemas() -> dict[str, str]:
+    """The files of ``data_schemas/`` as they must read, by file name.
+
+    Returns
+    -------
+    dict of str to str
+        JSON text for ``document_shard.schema.json``, ``vocabulary.schema.json``
+        and ``cooccurrence.zarr.json``.
+    """
+    docs = {
+        "document_shard.schema.json": _schema_json(
+            DOCUMENT_SCHEMA,
+            "A corpus shard <root>/corpus/part-NNNNN.parquet: one row per document. doc_id is unique "
+            "across the corpus; word_ids strictly increasing, each < N; counts each > 0, same length "
+            "as word_ids. Row groups hold a configurable number of documents.",
+        ),
+        "vocabulary.schema.json": _schema_json(
+            VOCAB_SCHEMA,
+            "<root>/corpus/vocab.parquet: one row per word. word_id is dense 0..N-1 in row order "
+            "(ranked by tf-idf at ingest); word unique; df and tf count documents and tokens in the "
+            "stored corpus.",
+        ),
+        "cooccurrence.zarr.json": {"schema_version": SCHEMA_VERSION, **COOCCURRENCE_LAYOUT},
+    }
+    return {name: json.dumps(body, indent=2, sort_keys=False) + "\n" for name, body in docs.items()}

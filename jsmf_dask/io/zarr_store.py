@@ -1,0 +1,158 @@
+"""The co-occurrence store ``<root>/cooc.zarr`` (Zarr v3), layout in :data:`COOCCURRENCE_LAYOUT`.
+
+Arrays are pre-created by the driver and written by tasks through region
+writes, one task per chunk (tile) and its mirror: no lock, no two writers in a
+chunk, and a rewrite of a tile is idempotent. ``write_empty_chunks`` is on, so
+a written zero tile exists on disk like any other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.codecs import ZstdCodec
+from zarr.errors import GroupNotFoundError, NodeTypeValidationError
+
+from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.fs import get_fs, is_local, join
+from jsmf_dask.io.schema import SCHEMA_VERSION
+
+__all__ = [
+    "cooc_path",
+    "zarr_store",
+    "create_cooccurrence",
+    "write_tile",
+    "CooccurrenceStore",
+    "open_cooccurrence",
+]
+
+_ARRAY_CONFIG = {"write_empty_chunks": True}
+_REQUIRED_ATTRS = (
+    "schema_version", "n_words", "tile_size", "n_docs", "n_docs_skipped", "n_tokens",
+    "entry_sum", "vocab_hash", "corpus_manifest",
+)
+
+
+def cooc_path(root: str) -> str:
+    """``<root>/cooc.zarr``."""
+    return join(root, "cooc.zarr")
+
+
+def zarr_store(url: str, *, read_only: bool = False) -> zarr.abc.store.Store:
+    """A Zarr store for a local path (LocalStore) or an fsspec URL (FsspecStore)."""
+    if is_local(url):
+        return zarr.storage.LocalStore(get_fs(url)[1], read_only=read_only)
+    return zarr.storage.FsspecStore.from_url(url, read_only=read_only)
+
+
+def create_cooccurrence(url: str, n_words: int, tile_size: int, *, codoc: bool = True) -> None:
+    """Create the empty group and arrays ``C``, ``D1`` (and ``D2``) at ``url``."""
+    group = zarr.open_group(zarr_store(url), mode="w-", zarr_format=3)
+    tile = (tile_size, tile_size)
+    group.create_array(
+        "C", shape=(n_words, n_words), chunks=tile, dtype="float64",
+        compressors=ZstdCodec(level=1), fill_value=0.0, config=_ARRAY_CONFIG,
+    )
+    group.create_array(
+        "D1", shape=(n_words,), chunks=(tile_size,), dtype="int64",
+        compressors=ZstdCodec(level=1), fill_value=0, config=_ARRAY_CONFIG,
+    )
+    if codoc:
+        group.create_array(
+            "D2", shape=(n_words, n_words), chunks=tile, dtype="int32",
+            compressors=ZstdCodec(level=1), fill_value=0, config=_ARRAY_CONFIG,
+        )
+
+
+def write_tile(
+    url: str,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    cooc: np.ndarray,
+    codoc: np.ndarray | None,
+) -> None:
+    """Write tile ``C[rows, cols]`` and its mirror ``C[cols, rows]`` (and the same for ``D2``)."""
+    group = zarr.open_group(zarr_store(url), mode="r+")
+    r0, r1 = rows
+    c0, c1 = cols
+    pairs = [("C", cooc)] + ([("D2", codoc)] if codoc is not None else [])
+    for name, tile in pairs:
+        arr = group[name]
+        arr[r0:r1, c0:c1] = tile
+        if (r0, r1) != (c0, c1):
+            arr[c0:c1, r0:r1] = tile.T
+
+
+@dataclass(frozen=True)
+class CooccurrenceStore:
+    """An opened, validated ``cooc.zarr``.
+
+    Attributes
+    ----------
+    url : str
+    attrs : dict
+        The group attributes (:data:`COOCCURRENCE_LAYOUT` ``attrs``).
+    group : zarr.Group
+    """
+
+    url: str
+    attrs: dict[str, Any]
+    group: zarr.Group
+
+    @property
+    def n_words(self) -> int:
+        return int(self.attrs["n_words"])
+
+    @property
+    def C(self) -> zarr.Array:
+        """The co-occurrence matrix (Zarr array; slice it to read)."""
+        return self.group["C"]
+
+    @property
+    def D1(self) -> zarr.Array:
+        return self.group["D1"]
+
+    @property
+    def D2(self) -> zarr.Array:
+        if "D2" not in self.group:
+            raise StoreError(f"{self.url}: no D2 array (built with codoc=False)")
+        return self.group["D2"]
+
+
+def open_cooccurrence(url: str) -> CooccurrenceStore:
+    """Open ``url`` and check it against the layout.
+
+    Raises
+    ------
+    StoreError
+        Missing store, wrong ``schema_version``, missing attribute or array, or
+        an array of the wrong dtype or shape; the message names the field.
+    """
+    fs, path = get_fs(url)
+    if not fs.exists(path):
+        raise StoreError(f"{url}: co-occurrence store does not exist; run `jsmf cooccur` first")
+    try:
+        group = zarr.open_group(zarr_store(url, read_only=True), mode="r")
+    except (GroupNotFoundError, NodeTypeValidationError, FileNotFoundError, ValueError) as err:
+        raise StoreError(f"{url}: not a Zarr group: {err}") from err
+    attrs = dict(group.attrs)
+    for key in _REQUIRED_ATTRS:
+        if key not in attrs:
+            raise StoreError(f"{url}: attribute {key!r} is missing; the store is incomplete or not a cooc store")
+    if attrs["schema_version"] != SCHEMA_VERSION:
+        raise StoreError(
+            f"{url}: attribute 'schema_version' is {attrs['schema_version']!r}; expected {SCHEMA_VERSION}"
+        )
+    n = int(attrs["n_words"])
+    for name, dtype, shape in (("C", "float64", (n, n)), ("D1", "int64", (n,))):
+        if name not in group:
+            raise StoreError(f"{url}: array {name!r} is missing")
+        arr = group[name]
+        if str(arr.dtype) != dtype or tuple(arr.shape) != shape:
+            raise StoreError(
+                f"{url}: array {name!r} is {arr.dtype} {tuple(arr.shape)}; expected {dtype} {shape}"
+            )
+    return CooccurrenceStore(url, attrs, group)

@@ -1,0 +1,155 @@
+"""The unbiased co-occurrence estimator of the paper (eq. 1), block by block.
+
+For a document m with count vector ``h`` (``H_m`` in the paper) and
+``n = sum(h) >= 2`` tokens, the contribution is
+
+    C_m = (h hᵀ − diag h) / (n (n − 1)),
+
+whose entries sum to 1. With ``H̃ = diag(1/√(n_m(n_m−1))) H`` a block of
+documents contributes ``H̃ᵀH̃`` off the diagonal and, on the diagonal,
+``Σ_m h_i (h_i − 1) / (n_m (n_m − 1))``, computed exactly here (forming it as
+``(H̃ᵀH̃)_ii − d_i`` would cancel to rounding noise and leave tiny negative
+entries). The corpus ``C`` is the sum over blocks divided by its entry sum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "count_matrix",
+    "BlockContribution",
+    "block_contribution",
+    "tile_products",
+]
+
+
+def count_matrix(
+    offsets: np.ndarray, word_ids: np.ndarray, counts: np.ndarray, n_words: int
+) -> sp.csr_array:
+    """The documents × words count matrix ``H`` of a block, from list-column buffers.
+
+    Parameters
+    ----------
+    offsets : ndarray of int, shape (n_docs + 1,)
+        Start of each document in ``word_ids``/``counts``.
+    word_ids, counts : ndarray of int32
+        Flattened, sorted ids and positive counts (already validated).
+    n_words : int
+        N, the number of columns.
+    """
+    n_docs = offsets.shape[0] - 1
+    indptr = np.asarray(offsets, dtype=np.int64) - int(offsets[0])
+    return sp.csr_array(
+        (np.asarray(counts, dtype=np.int64), np.asarray(word_ids, dtype=np.int32), indptr),
+        shape=(n_docs, n_words),
+    )
+
+
+@dataclass
+class BlockContribution:
+    """What one block of documents contributes to ``C``.
+
+    Attributes
+    ----------
+    slices : list of scipy.sparse.csr_array
+        ``H̃[:, I]`` for each word block ``I`` (rows are the counted documents).
+    diagonal : ndarray of float64, shape (N,)
+        ``Σ_m h_i (h_i − 1) / (n_m (n_m − 1))``.
+    doc_freq : ndarray of int64, shape (N,)
+        Counted documents containing each word (``D1``).
+    entry_sum : float
+        Sum of the block's unnormalised contribution (1 per counted document,
+        up to rounding).
+    n_docs : int
+        Documents counted (``n_m >= 2``).
+    n_short : int
+        Documents skipped because they have fewer than 2 tokens.
+    n_tokens : int
+        Tokens of the counted documents.
+    """
+
+    slices: list[sp.csr_array]
+    diagonal: np.ndarray
+    doc_freq: np.ndarray
+    entry_sum: float
+    n_docs: int
+    n_short: int
+    n_tokens: int
+
+
+def block_contribution(H: sp.csr_array, edges: np.ndarray) -> BlockContribution:
+    """Scale a block's counts to ``H̃`` and split it by word block.
+
+    Parameters
+    ----------
+    H : scipy.sparse.csr_array, shape (n_docs, N)
+        Integer counts (``count_matrix``).
+    edges : ndarray of int, shape (n_blocks + 1,)
+        Word-block boundaries, ``edges[0] == 0`` and ``edges[-1] == N``.
+
+    Returns
+    -------
+    BlockContribution
+    """
+    n = np.asarray(H.sum(axis=1)).ravel().astype(np.int64)
+    used = n >= 2
+    Hu = H[np.flatnonzero(used)] if not used.all() else H
+    nu = n[used].astype(np.float64)
+    pair_count = nu * (nu - 1.0)
+    # H̃ = diag(1/√(n(n−1))) H
+    row_of = np.repeat(np.arange(Hu.shape[0]), np.diff(Hu.indptr))
+    h = Hu.data.astype(np.float64)
+    scaled = h / np.sqrt(pair_count)[row_of]
+    Ht = sp.csr_array((scaled, Hu.indices, Hu.indptr), shape=Hu.shape)
+    n_words = H.shape[1]
+    diagonal = np.bincount(
+        Hu.indices, weights=h * (h - 1.0) / pair_count[row_of], minlength=n_words
+    )
+    doc_freq = np.bincount(Hu.indices, minlength=n_words).astype(np.int64)
+    row_sums = np.asarray(Ht.sum(axis=1)).ravel()
+    entry_sum = float(np.dot(row_sums, row_sums) - np.dot(scaled, scaled) + diagonal.sum())
+    Hc = Ht.tocsc()
+    slices = [
+        sp.csr_array(Hc[:, int(edges[b]) : int(edges[b + 1])]) for b in range(len(edges) - 1)
+    ]
+    return BlockContribution(
+        slices=slices,
+        diagonal=diagonal,
+        doc_freq=doc_freq,
+        entry_sum=entry_sum,
+        n_docs=int(used.sum()),
+        n_short=int((~used).sum()),
+        n_tokens=int(n[used].sum()),
+    )
+
+
+def tile_products(
+    left: sp.csr_array, right: sp.csr_array, *, codoc: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``H̃[:, I]ᵀ H̃[:, J]`` and the co-document counts for one tile.
+
+    Parameters
+    ----------
+    left, right : scipy.sparse.csr_array
+        ``H̃[:, I]`` and ``H̃[:, J]`` over the same documents.
+    codoc : bool, default=True
+        Also return ``1[H̃[:, I] > 0]ᵀ 1[H̃[:, J] > 0]`` (int64).
+
+    Returns
+    -------
+    cooc : ndarray of float64, shape (|I|, |J|)
+    codoc_counts : ndarray of int64 or None
+    """
+    lt = left.T.tocsr()
+    cooc = (lt @ right).toarray()
+    if not codoc:
+        return cooc, None
+    lb = sp.csr_array((np.ones(lt.nnz, dtype=np.int64), lt.indices, lt.indptr), shape=lt.shape)
+    rb = sp.csr_array(
+        (np.ones(right.nnz, dtype=np.int64), right.indices, right.indptr), shape=right.shape
+    )
+    return cooc, (lb @ rb).toarray()

@@ -1,0 +1,45 @@
+"""Tokenisation of raw text into word counts."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Collection
+
+__all__ = ["tokenize", "count_tokens"]
+
+# Runs of letters (any script); digits, underscores, punctuation, DEL (0x7F)
+# and the replacement character all separate tokens.
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def tokenize(text: str, *, min_length: int = 3) -> list[str]:
+    """Split ``text`` into lower-case alphabetic tokens of at least ``min_length`` letters.
+
+    Parameters
+    ----------
+    text : str
+        Raw text.
+    min_length : int, default=3
+        Shorter tokens are dropped.
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> tokenize("The cat's 2 hats, e.g. AND-gates")
+    ['the', 'cat', 'hats', 'and', 'gates']
+    """
+    return [t for t in _WORD.findall(text.lower()) if len(t) >= min_length]
+
+
+def count_tokens(
+    text: str, *, min_length: int = 3, stopwords: Collection[str] = ()
+) -> Counter[str]:
+    """Token counts of ``text`` (see :func:`tokenize`), without ``stopwords``."""
+    counts = Counter(tokenize(text, min_length=min_length))
+    for w in stopwords:
+        counts.pop(w, None)
+    return counts

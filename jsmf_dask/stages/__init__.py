@@ -1,0 +1,1 @@
+"""stages layer of jsmf_dask."""

@@ -1,0 +1,225 @@
+"""Graph builders for the co-occurrence matrix ``C`` (paper eq. 1), tile by tile.
+
+Map: a Dask bag whose elements are row-group blocks; each block becomes its
+scaled ``H̃`` split by word block (written to scratch storage as sparse
+arrays, so worker memory does not grow with the corpus) plus small per-word
+vectors. Reduce: one task per upper-triangular tile ``(I, J)`` streams the
+blocks' ``H̃[:, I]`` and ``H̃[:, J]``, sums ``H̃[:, I]ᵀ H̃[:, J]`` and writes the
+tile and its mirror into the pre-created Zarr array. A task holds
+O(tile² + batch) memory, never O(N²).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dask
+import dask.bag as db
+import numpy as np
+import scipy.sparse as sp
+from dask.base import tokenize
+
+from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
+from jsmf_dask.io.zarr_store import write_tile
+from jsmf_dask.kernels.cooccurrence import block_contribution, count_matrix, tile_products
+
+__all__ = [
+    "word_block_edges",
+    "BlockSummary",
+    "block_partials",
+    "corpus_summary",
+    "block_hashes",
+    "tile_tasks",
+]
+
+
+def word_block_edges(n_words: int, tile_size: int) -> np.ndarray:
+    """Boundaries of the word blocks: ``[0, T, 2T, …, N]``."""
+    return np.unique(np.concatenate([np.arange(0, n_words, tile_size), [n_words]])).astype(np.int64)
+
+
+def _slice_url(scratch: str, block: int, word_block: int) -> str:
+    return join(scratch, f"h-{block:05d}-{word_block:04d}.npz")
+
+
+def _save_slice(url: str, m: sp.csr_array) -> None:
+    fs, path = get_fs(url)
+    with fs.open(path, "wb") as f:
+        np.savez(f, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape))
+
+
+def _load_slice(url: str) -> sp.csr_array:
+    fs, path = get_fs(url)
+    with fs.open(path, "rb") as f:
+        z = np.load(f, allow_pickle=False)
+        return sp.csr_array((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+
+
+@dataclass
+class BlockSummary:
+    """Per-word sums and counts of one or more blocks (summed by :func:`corpus_summary`)."""
+
+    diagonal: np.ndarray
+    doc_freq: np.ndarray
+    entry_sum: float
+    n_docs: int
+    n_short: int
+    n_tokens: int
+
+    def __add__(self, other: BlockSummary) -> BlockSummary:
+        return BlockSummary(
+            self.diagonal + other.diagonal,
+            self.doc_freq + other.doc_freq,
+            self.entry_sum + other.entry_sum,
+            self.n_docs + other.n_docs,
+            self.n_short + other.n_short,
+            self.n_tokens + other.n_tokens,
+        )
+
+
+def _block_partial(
+    item: tuple[int, Block], n_words: int, edges: np.ndarray, scratch: str
+) -> tuple[BlockSummary, np.ndarray]:
+    index, block = item
+    table = read_block(block, n_words)
+    ids = table.column("word_ids").combine_chunks()
+    cnt = table.column("counts").combine_chunks()
+    H = count_matrix(
+        ids.offsets.to_numpy(),
+        ids.flatten().to_numpy(),
+        cnt.flatten().to_numpy(),
+        n_words,
+    )
+    part = block_contribution(H, edges)
+    for b, m in enumerate(part.slices):
+        _save_slice(_slice_url(scratch, index, b), m)
+    summary = BlockSummary(
+        part.diagonal, part.doc_freq, part.entry_sum, part.n_docs, part.n_short, part.n_tokens
+    )
+    return summary, doc_id_hashes(table.column("doc_id"))
+
+
+def block_partials(blocks: list[Block], n_words: int, edges: np.ndarray, scratch: str) -> db.Bag:
+    """Map: a bag with one ``(BlockSummary, doc_id hashes)`` per row-group block.
+
+    Side effect of each task: ``H̃[:, I]`` of its block for every word block
+    ``I``, written under ``scratch`` (idempotent: a rerun rewrites the same files).
+    """
+    return db.from_sequence(list(enumerate(blocks)), npartitions=max(1, len(blocks))).map(
+        _block_partial, n_words, edges, scratch
+    )
+
+
+def _sum_summaries(items) -> BlockSummary | None:
+    total = None
+    for s in items:
+        total = s if total is None else total + s
+    return total
+
+
+def _first(pair):
+    return pair[0]
+
+
+def _second(pair):
+    return pair[1]
+
+
+def corpus_summary(partials: db.Bag) -> db.Item:
+    """Reduce: the :class:`BlockSummary` of the whole corpus (summed on the workers)."""
+    return partials.map(_first).reduction(_sum_summaries, _sum_summaries, split_every=8)
+
+
+def block_hashes(partials: db.Bag) -> db.Bag:
+    """The doc_id hashes of every block, in block order (8 bytes a document)."""
+    return partials.map(_second)
+
+
+def _tile(
+    rows_block: int,
+    cols_block: int,
+    n_blocks: int,
+    edges: np.ndarray,
+    scratch: str,
+    diagonal: np.ndarray | None,
+    entry_sum: float,
+    store: str,
+    batch_nnz: int,
+    codoc: bool,
+) -> tuple[int, int]:
+    r0, r1 = int(edges[rows_block]), int(edges[rows_block + 1])
+    c0, c1 = int(edges[cols_block]), int(edges[cols_block + 1])
+    same = rows_block == cols_block
+    cooc = np.zeros((r1 - r0, c1 - c0))
+    counts = np.zeros((r1 - r0, c1 - c0), dtype=np.int64) if codoc else None
+    left: list[sp.csr_array] = []
+    right: list[sp.csr_array] = []
+    pending = 0
+
+    def flush() -> None:
+        nonlocal left, right, pending
+        if not left:
+            return
+        lhs = sp.vstack(left, format="csr") if len(left) > 1 else left[0]
+        rhs = lhs if same else (sp.vstack(right, format="csr") if len(right) > 1 else right[0])
+        c, d = tile_products(lhs, rhs, codoc=codoc)
+        cooc[...] += c
+        if counts is not None:
+            counts[...] += d
+        left, right, pending = [], [], 0
+
+    for b in range(n_blocks):
+        lhs = _load_slice(_slice_url(scratch, b, rows_block))
+        left.append(lhs)
+        if not same:
+            rhs = _load_slice(_slice_url(scratch, b, cols_block))
+            right.append(rhs)
+            pending += rhs.nnz
+        pending += lhs.nnz
+        if pending >= batch_nnz:
+            flush()
+    flush()
+    if same:
+        # Exact symmetry, and the exact diagonal Σ h(h−1)/(n(n−1)) (see kernels.cooccurrence).
+        cooc = 0.5 * (cooc + cooc.T)
+        np.fill_diagonal(cooc, diagonal)
+    write_tile(
+        store,
+        (r0, r1),
+        (c0, c1),
+        cooc / entry_sum,
+        counts.astype(np.int32) if counts is not None else None,
+    )
+    return rows_block, cols_block
+
+
+def tile_tasks(
+    n_blocks: int,
+    edges: np.ndarray,
+    scratch: str,
+    diagonal: np.ndarray,
+    entry_sum: float,
+    store: str,
+    *,
+    batch_nnz: int,
+    codoc: bool = True,
+) -> list[dask.delayed]:
+    """Reduce: one delayed task per upper-triangular tile ``(I, J)``, ``I <= J``.
+
+    Each task writes ``C[I, J] / entry_sum`` and its mirror (and ``D2``) into
+    the pre-created store at ``store`` and returns ``(I, J)``.
+    """
+    token = tokenize(scratch, store, entry_sum, edges.tolist())
+    n_tiles = len(edges) - 1
+    tasks = []
+    for i in range(n_tiles):
+        diag_i = diagonal[int(edges[i]) : int(edges[i + 1])]
+        for j in range(i, n_tiles):
+            tasks.append(
+                dask.delayed(_tile, pure=True)(
+                    i, j, n_blocks, edges, scratch, diag_i if i == j else None, entry_sum,
+                    store, batch_nnz, codoc, dask_key_name=f"cooc-tile-{i}-{j}-{token}",
+                )
+            )
+    return tasks

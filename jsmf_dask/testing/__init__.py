@@ -1,0 +1,1 @@
+"""testing layer of jsmf_dask."""
