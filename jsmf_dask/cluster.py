@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import dask
 import psutil
 
+from jsmf_dask.exceptions import ClusterError
+
 __all__ = ["LOCAL_SCHEDULERS", "connect"]
 
 #: Addresses that select one of dask's single-machine schedulers instead of a cluster.
@@ -32,6 +34,7 @@ def connect(
     memory_limit: str | int | None = None,
     dashboard: bool = True,
     on_dashboard=None,
+    connect_timeout: float = 10.0,
 ) -> Iterator[object]:
     """Run the enclosed stages on a cluster.
 
@@ -49,6 +52,8 @@ def connect(
         Serve the LocalCluster's dashboard on a free loopback port.
     on_dashboard : callable, optional
         Called with the dashboard link once the cluster is up.
+    connect_timeout : float, default=10
+        Seconds to wait for an existing scheduler.
 
     Yields
     ------
@@ -63,7 +68,11 @@ def connect(
             yield None
         return
     if scheduler is not None:
-        with Client(scheduler) as client:
+        try:
+            client = Client(scheduler, timeout=connect_timeout)
+        except (OSError, ValueError, TypeError) as err:
+            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler!r}: {err}") from err
+        with client:
             if on_dashboard is not None and client.dashboard_link:
                 on_dashboard(client.dashboard_link)
             yield client

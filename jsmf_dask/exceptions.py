@@ -12,6 +12,7 @@ __all__ = [
     "InputError",
     "CorpusSchemaError",
     "StoreError",
+    "ClusterError",
 ]
 
 
@@ -37,3 +38,7 @@ class CorpusSchemaError(JSMFError):
 
 class StoreError(JSMFError):
     """A store (corpus, co-occurrence) is missing, incomplete or inconsistent."""
+
+
+class ClusterError(JSMFError):
+    """The Dask scheduler named by the user cannot be reached."""

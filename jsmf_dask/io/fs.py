@@ -9,22 +9,31 @@ so a root never holds a half-written output.
 from __future__ import annotations
 
 import contextlib
+import os
 import posixpath
 import uuid
 from collections.abc import Iterator
 
 import fsspec
+import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
 from jsmf_dask.exceptions import StoreError
 
-__all__ = ["get_fs", "join", "is_local", "staged_output", "remove"]
+__all__ = ["get_fs", "arrow_fs", "join", "is_local", "staged_output", "remove"]
 
 
 def get_fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem and the path inside it for a local path or fsspec URL."""
-    fs, path = fsspec.core.url_to_fs(url)
+    fs, path = fsspec.core.url_to_fs(os.fspath(url))
     return fs, path
+
+
+def arrow_fs(fs: fsspec.AbstractFileSystem) -> pafs.FileSystem:
+    """The pyarrow filesystem for an fsspec one (pyarrow's own for local files)."""
+    if isinstance(fs, LocalFileSystem):
+        return pafs.LocalFileSystem()
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
 
 
 def is_local(url: str) -> bool:
@@ -34,6 +43,7 @@ def is_local(url: str) -> bool:
 
 def join(root: str, *parts: str) -> str:
     """Join path components onto a local path or URL."""
+    root = os.fspath(root)
     if "://" in root:
         return posixpath.join(root.rstrip("/"), *parts)
     return posixpath.join(root, *parts)
@@ -68,6 +78,7 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     StoreError
         If ``final`` exists and ``overwrite`` is False.
     """
+    final = os.fspath(final)
     fs, path = get_fs(final)
     if fs.exists(path) and not overwrite:
         raise StoreError(

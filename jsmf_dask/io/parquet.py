@@ -21,7 +21,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from jsmf_dask.exceptions import CorpusSchemaError, StoreError
-from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.fs import arrow_fs, get_fs, join
 from jsmf_dask.io.schema import (
     DOCUMENT_SCHEMA,
     VOCAB_SCHEMA,
@@ -114,7 +114,7 @@ def list_blocks(corpus: str) -> list[Block]:
     fs, _ = get_fs(corpus)
     paths = [get_fs(u)[1] for u in urls]
     try:
-        dataset = ds.dataset(paths, format="parquet", filesystem=fs)
+        dataset = ds.dataset(paths, format="parquet", filesystem=arrow_fs(fs))
         fragments = list(dataset.get_fragments())
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusSchemaError(f"{corpus}: cannot read the shards as Parquet: {err}") from err
@@ -132,7 +132,7 @@ def read_block(block: Block, n_words: int | None) -> pa.Table:
     """Read and validate one row group (columns of :data:`DOCUMENT_SCHEMA`)."""
     fs, path = get_fs(block.path)
     try:
-        frag = ds.ParquetFileFormat().make_fragment(path, filesystem=fs, row_groups=[block.row_group])
+        frag = ds.ParquetFileFormat().make_fragment(path, filesystem=arrow_fs(fs), row_groups=[block.row_group])
         table = frag.to_table(columns=DOCUMENT_SCHEMA.names)
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusSchemaError(f"{block.path}: row group {block.row_group}: {err}") from err

@@ -233,9 +233,11 @@ class UCIPartition:
                     n_seen_docs += table.num_rows
                     pending.append(table)
                     pending_docs += table.num_rows
-                    if pending_docs >= self.block_size:
-                        yield pa.concat_tables(pending)
-                        pending, pending_docs = [], 0
+                    while pending_docs >= self.block_size:
+                        whole = pa.concat_tables(pending)
+                        yield whole.slice(0, self.block_size)
+                        pending = [whole.slice(self.block_size)]
+                        pending_docs = pending[0].num_rows
         except pa.ArrowInvalid as err:
             where = f"line {3 + bad_row[0]}" if bad_row else "body"
             raise InputError(
@@ -245,8 +247,11 @@ class UCIPartition:
             table = self._docs(*carry)
             n_seen_docs += table.num_rows
             pending.append(table)
-        if pending:
-            yield pa.concat_tables(pending)
+            pending_docs += table.num_rows
+        if pending_docs:
+            whole = pa.concat_tables(pending)
+            for start in range(0, whole.num_rows, self.block_size):
+                yield whole.slice(start, self.block_size)
         if seen_rows != nnz:
             raise InputError(
                 f"{self.url}: line 3: header NNZ={nnz} but the body has {seen_rows} 'docID wordID count' lines"
@@ -395,8 +400,8 @@ class TextTablePartition:
             raise InputError(f"{self.url}: after data row {start}: not valid CSV: {err}") from err
 
     def _jsonl(self, name: str) -> Iterator[tuple[int, str, str]]:
-        with _open_text(self.url) as f:
-            for lineno, raw in enumerate(io.TextIOWrapper(f, encoding="utf-8", errors="replace"), start=1):
+        with _open_text(self.url) as f, io.TextIOWrapper(f, encoding="utf-8", errors="replace") as lines:
+            for lineno, raw in enumerate(lines, start=1):
                 if not raw.strip():
                     continue
                 try:
@@ -718,8 +723,8 @@ class BasketsPartition:
         summary = ReadSummary()
         builder = _StringBlockBuilder(self.block_size, summary)
         name = posixpath.basename(get_fs(self.url)[1])
-        with _open_text(self.url) as f:
-            for lineno, raw in enumerate(io.TextIOWrapper(f, encoding="utf-8", errors="replace"), start=1):
+        with _open_text(self.url) as f, io.TextIOWrapper(f, encoding="utf-8", errors="replace") as lines:
+            for lineno, raw in enumerate(lines, start=1):
                 items = Counter(x.strip() for x in raw.rstrip("\r\n").split(self.delimiter))
                 items.pop("", None)
                 out = builder.add(f"{name}:{lineno}", items)

@@ -129,6 +129,7 @@ def cooccur(
     blocks = list_blocks(corpus)
     edges = word_block_edges(n_words, tile_size)
     with staged_output(cooc_path(root), overwrite=overwrite) as tmp:
+        create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
         fs.makedirs(scratch_path, exist_ok=True)
@@ -139,7 +140,6 @@ def cooccur(
         _check_unique(blocks, list(hashes))
         if summary.n_docs == 0:
             raise StoreError(f"{corpus}: no document has 2 or more tokens; C is undefined")
-        create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
         tiles = tile_tasks(
             len(blocks), edges, scratch, summary.diagonal, summary.entry_sum, tmp,
             batch_nnz=batch_nnz, codoc=codoc,

@@ -198,7 +198,7 @@ def ingest(
     owner = "ingest"
     check_option(format, "format", owner, FORMATS)
     check_int(vocab_size, "vocab_size", owner, low=1, allow_none=True)
-    check_int(min_doc_tokens, "min_doc_tokens", owner, low=2)
+    check_int(min_doc_tokens, "min_doc_tokens", owner, low=1)
     check_int(min_doc_words, "min_doc_words", owner, low=1)
     check_int(min_word_length, "min_word_length", owner, low=1)
     docs_per_shard = config.get("ingest.docs-per-shard", docs_per_shard)

@@ -1,0 +1,73 @@
+"""Shared fixtures: data shipped in the repository, a hand-checkable corpus, a local scheduler."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+
+DATA = Path(__file__).parent / "data"
+REUTERS_DOCWORD = DATA / "reuters395" / "docword.reuters395.txt.gz"
+REUTERS_VOCAB = DATA / "reuters395" / "vocab.reuters395.txt"
+
+
+@pytest.fixture(autouse=True)
+def local_scheduler():
+    """Graphs run in-process unless a test starts a cluster; no progress bars."""
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        yield
+
+
+def write_uci(directory: Path, docs: list[dict[int, int]], vocab: list[str], *, name: str = "t",
+              header: tuple[int, int, int] | None = None, lines: list[str] | None = None) -> Path:
+    """Write ``docword.<name>.txt`` (1-based ids) and ``vocab.<name>.txt``; return the docword path.
+
+    ``header`` overrides (D, W, NNZ); ``lines`` replaces the body verbatim.
+    """
+    body = lines if lines is not None else [
+        f"{d + 1} {w + 1} {c}" for d, doc in enumerate(docs) for w, c in sorted(doc.items())
+    ]
+    D, W, NNZ = header if header is not None else (len(docs), len(vocab), len(body))
+    path = directory / f"docword.{name}.txt"
+    path.write_text("\n".join([str(D), str(W), str(NNZ), *body]) + "\n")
+    (directory / f"vocab.{name}.txt").write_text("\n".join(vocab) + "\n")
+    return path
+
+
+def read_uci(path: Path) -> list[dict[int, int]]:
+    """Documents of a UCI docword file as 0-based ``{word: count}`` dicts, by docID."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        D = int(f.readline()); f.readline(); f.readline()
+        docs: list[dict[int, int]] = [dict() for _ in range(D)]
+        for line in f:
+            d, w, c = map(int, line.split())
+            docs[d - 1][w - 1] = c
+    return docs
+
+
+def dense_cooccurrence(docs: list[dict[int, int]], n_words: int) -> np.ndarray:
+    """Slow dense reference: C = Σ_m (h hᵀ − diag h)/(n(n−1)) over n >= 2, divided by its sum."""
+    C = np.zeros((n_words, n_words))
+    for doc in docs:
+        h = np.zeros(n_words)
+        for w, c in doc.items():
+            h[w] += c
+        n = h.sum()
+        if n >= 2:
+            C += (np.outer(h, h) - np.diag(h)) / (n * (n - 1))
+    return C / C.sum()
+
+
+def listing(root: Path) -> list[str]:
+    """Every path below ``root`` (hidden ones included), for nothing-half-written checks."""
+    if not root.exists():
+        return []
+    found = []
+    for here, dirs, files in os.walk(root):
+        found.extend(os.path.relpath(os.path.join(here, name), root) for name in dirs + files)
+    return sorted(found)

@@ -1,0 +1,78 @@
+"""The block kernels of C against the slow dense reference, and by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsmf_dask.kernels.cooccurrence import block_contribution, count_matrix, tile_products
+from tests.conftest import dense_cooccurrence
+
+
+def assemble(docs: list[dict[int, int]], n_words: int, tile: int, blocks: int) -> np.ndarray:
+    """C from the kernels, as the stage combines them: blocks of documents × tiles of words."""
+    edges = np.unique(np.r_[np.arange(0, n_words, tile), n_words])
+    parts = []
+    for chunk in np.array_split(np.arange(len(docs)), blocks):
+        rows = [docs[i] for i in chunk]
+        offsets = np.r_[0, np.cumsum([len(d) for d in rows])]
+        ids = np.array([w for d in rows for w in sorted(d)], dtype=np.int32)
+        cnt = np.array([d[w] for d in rows for w in sorted(d)], dtype=np.int32)
+        parts.append(block_contribution(count_matrix(offsets, ids, cnt, n_words), edges))
+    C = np.zeros((n_words, n_words))
+    for i in range(len(edges) - 1):
+        for j in range(len(edges) - 1):
+            for p in parts:
+                c, _ = tile_products(p.slices[i], p.slices[j], codoc=False)
+                C[edges[i]:edges[i + 1], edges[j]:edges[j + 1]] += c
+    np.fill_diagonal(C, sum(p.diagonal for p in parts))
+    total = sum(p.entry_sum for p in parts)
+    return C / total
+
+
+def test_three_documents_by_hand():
+    # h1 = (2, 1, 0), n = 3: (h hᵀ − diag h)/6 = [[2, 2, 0], [2, 0, 0], [0, 0, 0]]/6
+    # h2 = (0, 1, 1), n = 2: [[0, 0, 0], [0, 0, 1], [0, 1, 0]]/2
+    # h3 = (1, 0, 0), n = 1: skipped.  Sum has entry sum 2, so C = sum / 2:
+    docs = [{0: 2, 1: 1}, {1: 1, 2: 1}, {0: 1}]
+    expected = np.array([[1 / 6, 1 / 6, 0], [1 / 6, 0, 1 / 4], [0, 1 / 4, 0]])
+    C = assemble(docs, 3, tile=2, blocks=2)
+    np.testing.assert_allclose(C, expected, rtol=1e-15, atol=0)
+    offsets = np.array([0, 2, 4, 5])
+    H = count_matrix(offsets, np.array([0, 1, 1, 2, 0], np.int32), np.array([2, 1, 1, 1, 1], np.int32), 3)
+    part = block_contribution(H, np.array([0, 3]))
+    assert (part.n_docs, part.n_short, part.n_tokens) == (2, 1, 5)
+    np.testing.assert_array_equal(part.doc_freq, [1, 2, 1])
+    np.testing.assert_allclose(part.diagonal, [2 / 6, 0, 0], rtol=1e-15)
+    assert abs(part.entry_sum - 2.0) < 1e-15
+
+
+def test_codoc_counts_are_binary_products():
+    rng = np.random.default_rng(0)
+    H = sp.csr_array(rng.poisson(0.3, size=(40, 12)))
+    part = block_contribution(H, np.array([0, 5, 12]))
+    _, d2 = tile_products(part.slices[0], part.slices[1])
+    used = np.asarray(H.sum(axis=1)).ravel() >= 2
+    Bin = (H.toarray()[used] > 0).astype(int)
+    np.testing.assert_array_equal(d2, Bin[:, :5].T @ Bin[:, 5:])
+
+
+documents = st.lists(
+    st.dictionaries(st.integers(0, 11), st.integers(1, 6), min_size=0, max_size=8),
+    min_size=1, max_size=25,
+).filter(lambda docs: any(sum(d.values()) >= 2 for d in docs))
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=documents, tile=st.integers(1, 12), blocks=st.integers(1, 4))
+def test_matches_dense_reference_and_properties(docs, tile, blocks):
+    blocks = min(blocks, len(docs))
+    C = assemble(docs, 12, tile, blocks)
+    R = dense_cooccurrence(docs, 12)
+    # Both sum non-negative products in a different order: agreement to a few ulps of the largest entry.
+    np.testing.assert_allclose(C, R, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(C, C.T)
+    assert C.min() >= 0.0
+    assert abs(C.sum() - 1.0) < 1e-12

@@ -1,0 +1,191 @@
+"""ingest: round trips, curation worked out by hand, every source format."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tarfile
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jsmf_dask import ingest
+from jsmf_dask.io.parquet import list_blocks, read_block, read_vocabulary
+from tests.conftest import REUTERS_DOCWORD, read_uci, write_uci
+
+
+def stored_docs(root) -> dict[str, dict[str, int]]:
+    """The stored corpus as {doc_id: {word: count}}."""
+    corpus = f"{root}/corpus"
+    words = read_vocabulary(corpus).column("word").to_pylist()
+    out = {}
+    for block in list_blocks(corpus):
+        t = read_block(block, len(words))
+        for d, ids, cnt in zip(*(t.column(c).to_pylist() for c in ("doc_id", "word_ids", "counts")), strict=True):
+            out[d] = {words[i]: c for i, c in zip(ids, cnt, strict=True)}
+    return out
+
+
+def test_uci_round_trip(tmp_path):
+    report = ingest(
+        tmp_path, [str(REUTERS_DOCWORD)], stopwords=None, min_doc_tokens=2, min_doc_words=1,
+        docs_per_shard=150, row_group_size=40,
+    )
+    vocab = (REUTERS_DOCWORD.parent / "vocab.reuters395.txt").read_text().splitlines()
+    expected = {str(d + 1): {vocab[w]: c for w, c in doc.items()} for d, doc in enumerate(read_uci(REUTERS_DOCWORD))}
+    assert stored_docs(tmp_path) == expected
+    assert (report.n_docs, report.n_words, report.n_shards) == (395, 4258, 3)
+    assert report.n_tokens == 84010  # the README's token count
+    v = read_vocabulary(f"{tmp_path}/corpus")
+    assert v.column("tf").to_numpy().sum() == 84010
+    assert [b.n_rows for b in list_blocks(f"{tmp_path}/corpus")][:4] == [40, 40, 40, 30]
+
+
+def test_uci_doc_ids_file(tmp_path):
+    docword = write_uci(tmp_path, [{0: 2, 1: 3}, {1: 1, 2: 4}], ["x", "y", "z"])
+    ids = tmp_path / "ids.txt"
+    ids.write_text("alpha\nbeta\n")
+    ingest(tmp_path / "run", [str(docword)], doc_ids=str(ids), min_doc_words=1)
+    assert set(stored_docs(tmp_path / "run")) == {"alpha", "beta"}
+
+
+def test_text_curation_by_hand(tmp_path):
+    # The four documents of tests/kernels/test_vocabulary_and_tokens.py, repeated so each passes
+    # the document filters: words (a.., b.., c.., d..) -> tf-idf order c, d, a, b.
+    docs = ["aaa aaa bbb ccc", "aaa bbb", "aaa ccc ccc ccc", "ddd bbb"]
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"id": f"n{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    report = ingest(tmp_path / "run", [str(path)], id_column="id", stopwords=None, vocab_size=2,
+                    min_doc_tokens=1, min_doc_words=1)
+    vocab = read_vocabulary(f"{tmp_path}/run/corpus")
+    assert vocab.column("word").to_pylist() == ["ccc", "ddd"]
+    assert vocab.column("df").to_pylist() == [2, 1]
+    assert vocab.column("tf").to_pylist() == [4, 1]
+    assert stored_docs(tmp_path / "run") == {"n0": {"ccc": 1}, "n2": {"ccc": 3}, "n3": {"ddd": 1}}
+    assert (report.words_removed_vocab_size, report.docs_removed_short, report.n_docs) == (2, 1, 3)
+
+
+def test_document_filters_count_each_rule(tmp_path):
+    vocab = [f"w{i}" for i in range(6)]
+    docs = [
+        {0: 1, 1: 1, 2: 1, 3: 1, 4: 1},  # 5 tokens, 5 words: kept
+        {0: 2, 1: 2},                    # 4 tokens: too short
+        {0: 3, 1: 3},                    # 6 tokens but 2 distinct words: too few words
+        {5: 1},                          # 1 token: too short
+        {2: 2, 3: 2, 4: 2},              # kept
+    ]
+    docword = write_uci(tmp_path, docs, vocab)
+    with pytest.warns(UserWarning, match="1 vocabulary words occur only in documents removed"):
+        report = ingest(tmp_path / "run", [str(docword)], stopwords=None)
+    assert (report.docs_removed_short, report.docs_removed_few_words, report.n_docs) == (2, 1, 2)
+    assert set(stored_docs(tmp_path / "run")) == {"1", "5"}
+    # w5 survived the vocabulary cut but its only document was dropped
+    assert report.words_unused_after_filter == 1
+
+
+def test_ratings_expand_to_twice_the_stars(tmp_path):
+    csv = tmp_path / "ratings.csv"
+    csv.write_text(
+        "userId,movieId,rating,timestamp\n"
+        "u1,m1,4.5,0\nu1,m2,0.5,0\nu1,m3,3.0,0\n"
+        "u2,m1,5,0\nu2,m2,2.5,0\nu2,m4,0.0,0\n"
+        "u3,m3,1.0,0\nu3,m4,1.0,0\nu3,m1,1.5,0\n"
+    )
+    report = ingest(tmp_path / "run", [str(csv)], format="ratings", min_doc_words=1)
+    assert stored_docs(tmp_path / "run") == {
+        "u1": {"m1": 9, "m2": 1, "m3": 6},
+        "u2": {"m1": 10, "m2": 5},
+        "u3": {"m3": 2, "m4": 2, "m1": 3},
+    }
+    assert report.n_ignored_records == 1  # u2's 0-star rating is worth 0 copies
+
+
+def test_ratings_unsorted_and_split_over_files(tmp_path):
+    (tmp_path / "a.csv").write_text("user,item,rating\nb,x,1\na,y,2\n")
+    (tmp_path / "b.csv").write_text("user,item,rating\na,x,2\nb,z,3\n")
+    ingest(tmp_path / "run", [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")], format="ratings",
+           min_doc_tokens=2, min_doc_words=1)
+    assert stored_docs(tmp_path / "run") == {"a": {"y": 4, "x": 4}, "b": {"x": 2, "z": 6}}
+
+
+def test_baskets(tmp_path):
+    path = tmp_path / "playlists.txt"
+    path.write_text("s1;s2;s3\ns2; s3 ;s3;\n\ns1;s4;s5;s1\n")
+    report = ingest(tmp_path / "run", [str(path)], format="baskets", delimiter=";",
+                    min_doc_tokens=2, min_doc_words=1)
+    assert stored_docs(tmp_path / "run") == {
+        "playlists.txt:1": {"s1": 1, "s2": 1, "s3": 1},
+        "playlists.txt:2": {"s2": 1, "s3": 2},
+        "playlists.txt:4": {"s1": 2, "s4": 1, "s5": 1},
+    }
+    assert report.n_empty_docs == 1
+
+
+TEXTS = {"a.txt": "Neural networks learn weights. Networks!", "sub/b.txt": "Weights of the neural net learn.",
+         "c.txt": "Gradient descent learns weights"}
+EXPECTED = {
+    "a.txt": {"neural": 1, "networks": 2, "learn": 1, "weights": 1},
+    "sub/b.txt": {"weights": 1, "neural": 1, "net": 1, "learn": 1},
+    "c.txt": {"gradient": 1, "descent": 1, "learns": 1, "weights": 1},
+}
+
+
+def _by_name(docs, key=lambda d: d):
+    return {key(k): v for k, v in docs.items()}
+
+
+@pytest.mark.parametrize("kind", ["directory", "tarball", "jsonl", "csv", "parquet"])
+def test_text_sources(tmp_path, kind):
+    src = tmp_path / "src"
+    if kind == "directory":
+        for name, text in TEXTS.items():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_text(text)
+        inputs = [str(src)]
+    elif kind == "tarball":
+        path = tmp_path / "docs.tar.gz"
+        with tarfile.open(path, "w:gz") as tar:
+            for name, text in TEXTS.items():
+                f = tmp_path / "tmp.txt"
+                f.write_text(text)
+                tar.add(f, arcname=name)
+        inputs = [str(path)]
+    elif kind == "jsonl":
+        path = tmp_path / "docs.jsonl.gz"
+        with gzip.open(path, "wt") as f:
+            for name, text in TEXTS.items():
+                f.write(json.dumps({"name": name, "body": text}) + "\n")
+        inputs = [str(path)]
+    elif kind == "csv":
+        path = tmp_path / "docs.csv"
+        rows = ["name,body"] + [f'{n},"{t}"' for n, t in TEXTS.items()]
+        path.write_text("\n".join(rows) + "\n")
+        inputs = [str(path)]
+    else:
+        path = tmp_path / "docs.parquet"
+        pq.write_table(pa.table({"name": list(TEXTS), "body": list(TEXTS.values())}), path, row_group_size=2)
+        inputs = [str(path)]
+    kwargs = {} if kind in ("directory", "tarball") else {"text_column": "body", "id_column": "name"}
+    ingest(tmp_path / "run", inputs, min_doc_tokens=2, min_doc_words=1, **kwargs)
+    # "the" and "of" are stop words; every other token has >= 3 letters.
+    assert stored_docs(tmp_path / "run") == EXPECTED
+
+
+def test_vocab_size_above_vocabulary_warns_and_keeps_all(tmp_path):
+    docword = write_uci(tmp_path, [{0: 2, 1: 3, 2: 1}, {1: 1, 2: 4, 0: 1}], ["x", "y", "z"])
+    with pytest.warns(UserWarning, match="exceeds the 3 eligible words"):
+        report = ingest(tmp_path / "run", [str(docword)], vocab_size=10)
+    assert report.n_words == 3
+
+
+def test_existing_corpus_needs_overwrite(tmp_path):
+    docword = write_uci(tmp_path, [{0: 2, 1: 3, 2: 1}], ["x", "y", "z"])
+    ingest(tmp_path / "run", [str(docword)])
+    from jsmf_dask.exceptions import StoreError
+
+    with pytest.raises(StoreError, match="already exists; pass --overwrite"):
+        ingest(tmp_path / "run", [str(docword)])
+    ingest(tmp_path / "run", [str(docword)], overwrite=True)
+    assert np.array_equal(sorted(stored_docs(tmp_path / "run")), ["1"])
