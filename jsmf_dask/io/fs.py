@@ -71,7 +71,7 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     Yields
     ------
     str
-        The temporary location to write to (it does not exist yet).
+        The temporary location to write to (an empty directory).
 
     Raises
     ------
@@ -88,15 +88,16 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     token = uuid.uuid4().hex[:12]
     tmp_path = posixpath.join(parent, f".{name}.tmp-{token}")
     tmp_url = _same_scheme(final, tmp_path)
-    fs.makedirs(parent, exist_ok=True)
+    created_parent = not fs.exists(parent)
+    fs.makedirs(tmp_path, exist_ok=False)
     try:
         yield tmp_url
     except BaseException:
         if fs.exists(tmp_path):
             fs.rm(tmp_path, recursive=True)
+        if created_parent and fs.exists(parent) and not fs.ls(parent):
+            fs.rm(parent, recursive=True)
         raise
-    if not fs.exists(tmp_path):
-        raise StoreError(f"stage wrote nothing to {tmp_url}")
     old_path = posixpath.join(parent, f".{name}.old-{token}")
     if fs.exists(path):
         fs.mv(path, old_path, recursive=True)

@@ -96,6 +96,8 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
 
 
 def _type_name(t: pa.DataType) -> str:
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list<{_type_name(t.value_type)}>"
     return str(t)
 
 

@@ -153,6 +153,10 @@ class UCIPartition:
     block_size: int = 20000
     batch_bytes: int = 1 << 24
 
+    @property
+    def source(self) -> str:
+        return self.url
+
     def read(self) -> Iterator[pa.Table]:
         summary = ReadSummary()
         with _open_text(self.url) as f:
@@ -335,6 +339,10 @@ class TextTablePartition:
     row_group: int | None = None
     row_offset: int = 0
 
+    @property
+    def source(self) -> str:
+        return self.url
+
     def read(self) -> Iterator[pa.Table]:
         summary = ReadSummary()
         builder = _StringBlockBuilder(self.block_size, summary)
@@ -438,6 +446,10 @@ class TextFilesPartition:
     options: TextOptions
     block_size: int
 
+    @property
+    def source(self) -> str:
+        return self.base
+
     def read(self) -> Iterator[pa.Table]:
         summary = ReadSummary()
         builder = _StringBlockBuilder(self.block_size, summary)
@@ -465,6 +477,10 @@ class TarballPartition:
     url: str
     options: TextOptions
     block_size: int
+
+    @property
+    def source(self) -> str:
+        return self.url
 
     def read(self) -> Iterator[pa.Table]:
         summary = ReadSummary()
@@ -653,6 +669,10 @@ class RatingsBucketPartition:
     inputs: tuple[str, ...]
     block_size: int
 
+    @property
+    def source(self) -> str:
+        return ", ".join(self.inputs)
+
     def read(self) -> Iterator[pa.Table]:
         summary = ReadSummary()
         tables = []
@@ -718,6 +738,10 @@ class BasketsPartition:
     url: str
     delimiter: str
     block_size: int
+
+    @property
+    def source(self) -> str:
+        return self.url
 
     def read(self) -> Iterator[pa.Table]:
         summary = ReadSummary()

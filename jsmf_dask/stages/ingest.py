@@ -12,6 +12,8 @@ block, so memory per task is bounded by the block size:
 
 from __future__ import annotations
 
+import lzma
+import zlib
 from dataclasses import dataclass, field
 
 import dask.bag as db
@@ -20,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.parquet import doc_id_hashes, write_shard
 from jsmf_dask.io.sources import ReadSummary, RatingsColumns, partition_ratings_file
@@ -124,6 +127,8 @@ def _stage_partition(indexed, scratch: str, n_terms: int | None) -> StagedPartit
         except StopIteration as stop:
             out.summary = stop.value or ReadSummary()
             break
+        except (OSError, EOFError, zlib.error, lzma.LZMAError, UnicodeDecodeError) as err:
+            raise InputError(f"{part.source}: cannot read: {err}") from err
         url = join(scratch, f"raw-{index:05d}-{block:05d}.parquet")
         with fs.open(get_fs(url)[1], "wb") as f:
             pq.write_table(table, f)

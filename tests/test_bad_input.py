@@ -1,0 +1,189 @@
+"""Bad input: each case gets a clear error naming file/line/field, and nothing is left half-written."""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jsmf_dask import cooccur, ingest
+from jsmf_dask.cli import main
+from jsmf_dask.exceptions import CorpusSchemaError, InputError, InvalidParameterError, StoreError
+from tests.conftest import listing, write_uci
+
+VOCAB = ["alpha", "beta", "gamma", "delta"]
+GOOD = [{0: 2, 1: 3, 2: 1}, {1: 1, 2: 4, 3: 2}]
+
+
+def uci(tmp: Path, *, header=None, lines=None) -> list[str]:
+    return [str(write_uci(tmp, GOOD, VOCAB, header=header, lines=lines))]
+
+
+@dataclass
+class Case:
+    id: str
+    setup: Callable[[Path], dict]
+    error: type[Exception]
+    match: str
+
+
+INGEST_CASES = [
+    Case("nnz-disagrees", lambda t: {"inputs": uci(t, header=(2, 4, 7))}, InputError,
+         r"docword\.t\.txt: line 3: header NNZ=7 but the body has 6"),
+    Case("doc-beyond-D", lambda t: {"inputs": uci(t, header=(1, 4, 6))}, InputError,
+         r"docword\.t\.txt: line 7: docID is 2; expected in 1\.\.1 \(header D\)"),
+    Case("W-disagrees-with-vocab", lambda t: {"inputs": uci(t, header=(2, 5, 6))}, InputError,
+         r"docword\.t\.txt: line 2: header W=5 but .*vocab\.t\.txt has 4 words"),
+    Case("word-id-out-of-range", lambda t: {"inputs": uci(t, lines=["1 1 2", "1 5 1", "2 2 1"], header=(2, 4, 3))},
+         InputError, r"line 5: wordID is 5; expected in 1\.\.4"),
+    Case("word-id-zero", lambda t: {"inputs": uci(t, lines=["1 0 2"], header=(1, 4, 1))},
+         InputError, r"line 4: wordID is 0; expected in 1\.\.4"),
+    Case("zero-count", lambda t: {"inputs": uci(t, lines=["1 1 2", "1 2 0"], header=(1, 4, 2))},
+         InputError, r"line 5: count is 0; expected > 0"),
+    Case("negative-count", lambda t: {"inputs": uci(t, lines=["1 1 -3"], header=(1, 4, 1))},
+         InputError, r"line 4: count is -3; expected > 0"),
+    Case("duplicate-doc-word", lambda t: {"inputs": uci(t, lines=["1 1 2", "1 2 1", "1 1 5"], header=(1, 4, 3))},
+         InputError, r"line 6: docID 1 wordID 1 repeats line 4; expected each \(docID, wordID\) once"),
+    Case("non-numeric-field", lambda t: {"inputs": uci(t, lines=["1 1 2", "1 two 1"], header=(1, 4, 2))},
+         InputError, r"line 5: field word is 'two'; expected an integer"),
+    Case("non-numeric-header", lambda t: {"inputs": uci(t, lines=["1 1 2"], header=("x", 4, 1))},
+         InputError, r"line 1: header field D is 'x'; expected a non-negative integer"),
+    Case("missing-field", lambda t: {"inputs": uci(t, lines=["1 1 2", "1 2"], header=(1, 4, 2))},
+         InputError, r"docword\.t\.txt: line 5: expected three space-separated integers"),
+    Case("docs-not-grouped", lambda t: {"inputs": uci(t, lines=["2 1 2", "1 2 1"], header=(2, 4, 2))},
+         InputError, r"line 5: docID 1 after docID 2; expected lines grouped by document"),
+    Case("empty-after-curation", lambda t: {"inputs": uci(t), "min_doc_tokens": 100}, InputError,
+         r"the corpus is empty after curation: every document has fewer than 100 tokens"),
+    Case("only-stopwords", lambda t: {"inputs": uci(t), "stopwords": VOCAB}, InputError,
+         r"the vocabulary is empty after curation \(4 stop words"),
+    Case("vocab-size-zero", lambda t: {"inputs": uci(t), "vocab_size": 0}, InvalidParameterError,
+         r"The 'vocab_size' parameter of ingest must be an int in the range \[1, inf\) or None\. Got 0 instead\."),
+    Case("vocab-size-negative", lambda t: {"inputs": uci(t), "vocab_size": -5}, InvalidParameterError,
+         r"'vocab_size' parameter of ingest .* Got -5 instead"),
+    Case("unknown-format", lambda t: {"inputs": uci(t), "format": "xml"}, InvalidParameterError,
+         r"The 'format' parameter of ingest must be a str among \{'auto', 'uci', 'text', 'ratings', 'baskets'\}"),
+    Case("missing-input", lambda t: {"inputs": [str(t / "nope" / "docword.x.txt")]}, InputError,
+         r"nope/vocab\.x\.txt: no such file"),
+    Case("missing-text-input", lambda t: {"inputs": [str(t / "nope.jsonl")]}, InputError,
+         r"nope\.jsonl: no such file or directory"),
+    Case("corrupt-gzip", lambda t: _corrupt_gzip(t), InputError, r"docword\.z\.txt\.gz: "),
+    Case("duplicate-doc-ids", lambda t: _jsonl(t, ['{"id": "a", "text": "one two three four five"}',
+                                                   '{"id": "a", "text": "six seven eight nine ten"}']),
+         InputError, r"document id 'a' occurs more than once"),
+    Case("bad-json", lambda t: _jsonl(t, ['{"id": "a", "text": "fine words here"}', '{"id": "b", "text": ']),
+         InputError, r"docs\.jsonl: line 2: not valid JSON"),
+    Case("missing-text-field", lambda t: _jsonl(t, ['{"id": "a", "body": "x"}']), InputError,
+         r"docs\.jsonl: line 1: no field 'text'"),
+    Case("rating-not-a-number", lambda t: _ratings(t, "u,i,r\na,x,4\nb,y,lots\n"), InputError,
+         r"ratings\.csv: line 3: field r is 'lots'; expected a number"),
+    Case("rating-negative", lambda t: _ratings(t, "u,i,r\na,x,4\nb,y,-1\n"), InputError,
+         r"ratings\.csv: line 3: field r is -1\.0; expected a rating >= 0"),
+    Case("rating-repeated", lambda t: _ratings(t, "u,i,r\na,x,4\na,x,3\n"), InputError,
+         r"ratings\.csv: line 3: user 'a' rates item 'x' again \(first at .*ratings\.csv line 2\)"),
+]
+
+
+def _corrupt_gzip(t: Path) -> dict:
+    path = t / "docword.z.txt.gz"
+    path.write_bytes(gzip.compress(b"2\n4\n6\n1 1 2\n")[:-12] + b"garbage!")
+    (t / "vocab.z.txt").write_text("\n".join(VOCAB) + "\n")
+    return {"inputs": [str(path)]}
+
+
+def _jsonl(t: Path, lines: list[str]) -> dict:
+    path = t / "docs.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return {"inputs": [str(path)], "id_column": "id", "min_doc_tokens": 1, "min_doc_words": 1}
+
+
+def _ratings(t: Path, text: str) -> dict:
+    path = t / "ratings.csv"
+    path.write_text(text)
+    return {"inputs": [str(path)], "format": "ratings"}
+
+
+@pytest.mark.parametrize("case", INGEST_CASES, ids=lambda c: c.id)
+def test_ingest_bad_input(tmp_path, case):
+    kwargs = case.setup(tmp_path)
+    root = tmp_path / "run"
+    with pytest.raises(case.error, match=case.match):
+        ingest(root, kwargs.pop("inputs"), **kwargs)
+    assert listing(root) == []
+
+
+def _corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "run"
+    ingest(root, [str(write_uci(tmp_path, GOOD, VOCAB))], stopwords=None)
+    return root
+
+
+def _replace_shard(root: Path, table: pa.Table) -> None:
+    pq.write_table(table, root / "corpus" / "part-00000.parquet")
+
+
+def _shard(**columns) -> pa.Table:
+    base = {
+        "doc_id": pa.array(["1", "2"]),
+        "word_ids": pa.array([[0, 1, 2], [1, 2, 3]], pa.list_(pa.int32())),
+        "counts": pa.array([[2, 3, 1], [1, 4, 2]], pa.list_(pa.int32())),
+    }
+    base.update(columns)
+    return pa.table({k: v for k, v in base.items() if v is not None})
+
+
+COOCCUR_CASES = [
+    Case("missing-column", lambda r: _replace_shard(r, _shard(counts=None)), CorpusSchemaError,
+         r"part-00000\.parquet: missing column 'counts' \(expected list<int32>\)"),
+    Case("wrong-type", lambda r: _replace_shard(r, _shard(counts=pa.array([[2, 3, 1], [1, 4, 2]], pa.list_(pa.float64())))),
+         CorpusSchemaError, r"part-00000\.parquet: column 'counts' has type list<double>, expected list<int32>"),
+    Case("duplicate-doc-id", lambda r: _replace_shard(r, _shard(doc_id=pa.array(["1", "1"]))), CorpusSchemaError,
+         r"part-00000\.parquet: row 1: field 'doc_id' repeats '1' \(first at .*part-00000\.parquet row 0\)"),
+    Case("word-id-beyond-vocab", lambda r: _replace_shard(r, _shard(word_ids=pa.array([[0, 1, 2], [1, 2, 9]], pa.list_(pa.int32())))),
+         CorpusSchemaError, r"row 1 \(doc_id '2'\): field 'word_ids' has value 9; expected ids in \[0, 4\)"),
+    Case("unsorted-word-ids", lambda r: _replace_shard(r, _shard(word_ids=pa.array([[0, 2, 1], [1, 2, 3]], pa.list_(pa.int32())))),
+         CorpusSchemaError, r"row 0 \(doc_id '1'\): field 'word_ids' is not strictly increasing \(2 then 1\)"),
+    Case("zero-count", lambda r: _replace_shard(r, _shard(counts=pa.array([[2, 0, 1], [1, 4, 2]], pa.list_(pa.int32())))),
+         CorpusSchemaError, r"row 0 \(doc_id '1'\): field 'counts' has value 0; expected every count > 0"),
+    Case("length-mismatch", lambda r: _replace_shard(r, _shard(counts=pa.array([[2, 3], [1, 4, 2]], pa.list_(pa.int32())))),
+         CorpusSchemaError, r"row 0 \(doc_id '1'\): field 'counts' has 2 entries but 'word_ids' has 3"),
+    Case("not-parquet", lambda r: (r / "corpus" / "part-00000.parquet").write_bytes(b"not parquet at all"),
+         CorpusSchemaError, r"cannot read the shards as Parquet"),
+    Case("no-vocabulary", lambda r: (r / "corpus" / "vocab.parquet").unlink(), StoreError,
+         r"vocab\.parquet: vocabulary table does not exist; run `jsmf ingest` first"),
+    Case("no-corpus", lambda r: __import__("shutil").rmtree(r / "corpus"), StoreError,
+         r"corpus/vocab\.parquet: vocabulary table does not exist"),
+]
+
+
+@pytest.mark.parametrize("case", COOCCUR_CASES, ids=lambda c: c.id)
+def test_cooccur_bad_input(tmp_path, case):
+    root = _corpus(tmp_path)
+    case.setup(root)
+    before = listing(root)
+    with pytest.raises(case.error, match=case.match):
+        cooccur(root)
+    assert listing(root) == before
+
+
+def test_cooccur_bad_tile_size(tmp_path):
+    root = _corpus(tmp_path)
+    with pytest.raises(InvalidParameterError, match=r"'tile_size' parameter of cooccur .* Got 0 instead"):
+        cooccur(root, tile_size=0)
+
+
+def test_cli_reports_error_and_exit_status(tmp_path, capsys):
+    docword = uci(tmp_path, header=(2, 4, 7))[0]
+    status = main(["ingest", str(tmp_path / "run"), docword, "--scheduler", "synchronous", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith("jsmf: error: ") and "header NNZ=7" in err
+    assert listing(tmp_path / "run") == []
+    status = main(["ingest", str(tmp_path / "run"), docword, "--vocab-size", "0", "--scheduler", "synchronous"])
+    assert status == 1 and "'vocab_size' parameter" in capsys.readouterr().err
+    assert main(["cooccur", str(tmp_path / "nothing"), "--scheduler", "synchronous"]) == 1
+    assert "vocabulary table does not exist" in capsys.readouterr().err
