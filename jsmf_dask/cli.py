@@ -137,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for noisy in ("distributed", "bokeh", "tornado"):
+        logging.getLogger(noisy).setLevel(level if args.verbose else logging.WARNING)
     warnings.showwarning = _show_warning
     for name, value in (("workers", args.workers),):
         if value is not None and value < 1:

@@ -72,7 +72,7 @@ def connect(
             client = Client(scheduler, timeout=connect_timeout)
         except (OSError, ValueError, TypeError) as err:
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler!r}: {err}") from err
-        with client:
+        with client, dask.config.set(scheduler="dask.distributed"):
             if on_dashboard is not None and client.dashboard_link:
                 on_dashboard(client.dashboard_link)
             yield client
@@ -90,7 +90,7 @@ def connect(
             memory_limit=memory_limit,
             host="127.0.0.1",
             dashboard_address="127.0.0.1:0" if dashboard else None,
-        ) as cluster, Client(cluster) as client:
+        ) as cluster, Client(cluster) as client, dask.config.set(scheduler="dask.distributed"):
             if on_dashboard is not None and dashboard:
                 on_dashboard(client.dashboard_link)
             yield client

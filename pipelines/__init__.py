@@ -1,0 +1,1 @@
+"""Runnable batch pipelines built on jsmf_dask (``python -m pipelines.<name>``)."""

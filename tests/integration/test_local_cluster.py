@@ -1,0 +1,57 @@
+"""The embedded default: a LocalCluster of worker processes, through the API and the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jsmf_dask import cooccur, ingest, open_cooccurrence
+from jsmf_dask.cluster import connect
+from tests.conftest import REUTERS_DOCWORD
+
+
+def _blas_threads() -> list[int]:
+    import threadpoolctl
+
+    return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+
+
+@pytest.mark.slow
+def test_same_C_with_one_and_two_worker_processes(tmp_path):
+    results = {}
+    for workers in (1, 2):
+        root = tmp_path / f"w{workers}"
+        with connect(n_workers=workers, dashboard=False) as client:
+            assert len(client.scheduler_info()["workers"]) == workers
+            # BLAS is limited to one thread inside every worker process.
+            assert all(t == [1] or t == [] for t in client.run(_blas_threads).values())
+            ingest(root, [str(REUTERS_DOCWORD)], vocab_size=1200, row_group_size=50)
+            cooccur(root, tile_size=400)
+        results[workers] = open_cooccurrence(f"{root}/cooc.zarr")
+    C1, C2 = results[1].C[:], results[2].C[:]
+    np.testing.assert_allclose(C2, C1, rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(results[1].D2[:], results[2].D2[:])
+
+
+@pytest.mark.slow
+def test_cli_on_the_embedded_local_cluster(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
+    cmd = [sys.executable, "-m", "jsmf_dask.cli"]
+    root = str(tmp_path / "run")
+    out = subprocess.run(
+        cmd + ["ingest", root, str(REUTERS_DOCWORD), "--vocab-size", "800", "--workers", "2"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "= 800 words kept" in out.stdout and "= 395 documents kept" in out.stdout
+    assert "dask dashboard: http://127.0.0.1:" in out.stderr
+    out = subprocess.run(cmd + ["cooccur", root, "--workers", "2", "--quiet"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "C: 800 x 800 from 395 documents" in out.stdout
+    store = open_cooccurrence(f"{root}/cooc.zarr")
+    assert abs(store.C[:].sum() - 1) < 1e-12
