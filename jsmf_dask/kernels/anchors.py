@@ -1,0 +1,77 @@
+"""Anchor selection: greedy pivoted Gram–Schmidt on the rows of C̄ (paper §3, appendix).
+
+``C̄`` is ``C`` with rows normalised to sum 1 (``C̄_i = p(w_2 | w_1 = i)``).
+The anchors ``S`` are the rows picked by column-pivoted QR of ``C̄ᵀ``: each step
+takes the row with the largest norm left after projecting out the rows
+already taken. Norms are downdated implicitly (``‖r_i‖² −= (q · C̄_i)²``), so
+``C̄`` is never modified and is touched only through ``C̄ q`` products.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["greedy_anchors"]
+
+
+def greedy_anchors(
+    k: int,
+    row: Callable[[int], np.ndarray],
+    project: Callable[[np.ndarray], np.ndarray],
+    row_norms2: np.ndarray,
+    *,
+    candidates: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pick ``k`` anchor rows of ``C̄`` by greedy pivoted Gram–Schmidt.
+
+    Parameters
+    ----------
+    k : int
+        K, the number of anchors.
+    row : callable
+        ``i -> C̄_i`` (a row, as a dense vector of the space the rows live in).
+    project : callable
+        ``q -> C̄ q``: every row's inner product with the unit vector ``q``.
+    row_norms2 : ndarray, shape (N,)
+        ``‖C̄_i‖²``.
+    candidates : ndarray of bool, shape (N,), optional
+        Rows allowed as anchors (for example a document-frequency floor).
+
+    Returns
+    -------
+    anchors : ndarray of int64, shape (K,)
+        In the order picked.
+    pivots : ndarray, shape (K,)
+        The residual norm of each pick (the diagonal of R in ``C̄ᵀ P = Q R``).
+
+    Raises
+    ------
+    ValueError
+        If fewer than ``k`` candidate rows have a non-zero residual.
+    """
+    residual = np.array(row_norms2, dtype=np.float64, copy=True)
+    allowed = np.ones(residual.shape, dtype=bool) if candidates is None else np.asarray(candidates, bool).copy()
+    basis: list[np.ndarray] = []
+    anchors, pivots = [], []
+    for _ in range(k):
+        scores = np.where(allowed, residual, -np.inf)
+        i = int(np.argmax(scores))
+        if not np.isfinite(scores[i]) or scores[i] <= 0:
+            raise ValueError(f"only {len(anchors)} linearly independent candidate rows; cannot pick {k} anchors")
+        q = np.array(row(i), dtype=np.float64, copy=True)
+        for _ in range(2):  # Gram–Schmidt twice is enough for orthogonality to working precision
+            for b in basis:
+                q -= (b @ q) * b
+        norm = np.linalg.norm(q)
+        if norm == 0:
+            raise ValueError(f"row {i} is in the span of the anchors already chosen")
+        q /= norm
+        basis.append(q)
+        residual -= project(q) ** 2
+        residual[i] = 0.0
+        allowed[i] = False
+        anchors.append(i)
+        pivots.append(norm)
+    return np.array(anchors, dtype=np.int64), np.array(pivots)

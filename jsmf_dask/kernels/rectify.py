@@ -1,0 +1,364 @@
+"""Rectification of the co-occurrence matrix (paper §3 and appendix).
+
+In the literature ``C`` is the empirical co-occurrence; rectification pushes
+it toward the set of matrices a topic model can produce: rank-K positive
+semidefinite (PSD), normalised (entries sum to 1, NOR) and non-negative (NN).
+
+* Alternating projection (AP): PSD → NOR → NN, repeated.
+* Diagonal completion (DC): replace only the diagonal so that ``C`` is
+  consistent with a rank-K matrix whose off-diagonal entries are the data.
+
+The PSD projection needs the top-K *algebraic* eigenpairs. They come from
+:func:`top_eigenpairs`, a warm-started block solver that takes the operator as a
+``matmat`` callable, so that the same code serves a dense ``C`` in memory and
+an operator applied tile by tile elsewhere.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse.linalg as spla
+
+__all__ = [
+    "Eigenpairs",
+    "top_eigenpairs",
+    "APTrace",
+    "LowRankIterate",
+    "APOperator",
+    "DenseAP",
+    "alternating_projection",
+    "diagonal_completion",
+]
+
+
+@dataclass
+class Eigenpairs:
+    """Top-K algebraic eigenpairs of a symmetric operator.
+
+    Attributes
+    ----------
+    values : ndarray, shape (K,)
+        Descending.
+    vectors : ndarray, shape (N, K)
+        Orthonormal columns.
+    residual : float
+        ``max_j ‖C v_j − λ_j v_j‖ / |λ_1|``.
+    n_matmat : int
+        Operator applications used.
+    """
+
+    values: np.ndarray
+    vectors: np.ndarray
+    residual: float
+    n_matmat: int
+
+
+def _rayleigh_ritz(X: np.ndarray, CX: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    H = X.T @ CX
+    H = 0.5 * (H + H.T)
+    theta, W = sla.eigh(H)
+    order = np.argsort(theta)[::-1]
+    theta, W = theta[order], W[:, order]
+    return theta, X @ W, CX @ W
+
+
+def top_eigenpairs(
+    matmat: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    k: int,
+    *,
+    X0: np.ndarray | None = None,
+    tol: float = 1e-6,
+    max_iter: int = 200,
+    rng: np.random.Generator | None = None,
+) -> Eigenpairs:
+    """Top-``k`` algebraic eigenpairs of a symmetric ``n×n`` operator by block LOBPCG.
+
+    The block (k plus an oversampling of ``max(5, k // 2)`` vectors) starts from
+    ``X0`` when given (warm start across AP iterations) and is iterated until the
+    top ``k`` relative residuals are below ``tol``; if LOBPCG stalls, ARPACK
+    (``eigsh``) on the same operator finishes the job.
+
+    Parameters
+    ----------
+    matmat : callable
+        ``X -> C @ X`` for an ``(n, b)`` array.
+    n, k : int
+    X0 : ndarray, shape (n, b), optional
+    tol : float, default=1e-6
+        Target of ``max_j ‖C v_j − λ_j v_j‖ / |λ_1|``.
+    max_iter : int, default=200
+    rng : numpy.random.Generator, optional
+        For the random part of the start block.
+
+    Returns
+    -------
+    Eigenpairs
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    b = min(n, k + max(5, k // 2))
+    X = rng.standard_normal((n, b))
+    if X0 is not None:
+        m = min(b, X0.shape[1])
+        X[:, :m] = X0[:, :m]
+    X, _ = np.linalg.qr(X)
+    calls = 0
+
+    def counted(Y: np.ndarray) -> np.ndarray:
+        nonlocal calls
+        calls += Y.shape[1] if Y.ndim == 2 else 1
+        return matmat(Y if Y.ndim == 2 else Y[:, None]).reshape(Y.shape)
+
+    op = spla.LinearOperator((n, n), matvec=counted, matmat=counted, dtype=np.float64)
+    residual = np.inf
+    if n > 5 * b:
+        for _ in range(4):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _, X = spla.lobpcg(op, X, largest=True, tol=tol * 1e-2, maxiter=max(5, max_iter // 4))
+            X, _ = np.linalg.qr(X)
+            CX = counted(X)
+            theta, V, CV = _rayleigh_ritz(X, CX, k)
+            residual = _residual(theta, V, CV, k)
+            if residual <= tol:
+                return Eigenpairs(theta[:k], V[:, :k], residual, calls)
+            X = V
+    # Small problems, or LOBPCG did not get there: ARPACK (Lanczos), warm-started.
+    v0 = X[:, 0] if X0 is not None else None
+    ncv = min(n, max(2 * k + 1, 20))
+    try:
+        theta, V = spla.eigsh(op, k=min(k, n - 1), which="LA", v0=v0, tol=tol * 1e-3, ncv=ncv)
+    except spla.ArpackNoConvergence as err:  # pragma: no cover - take what converged
+        theta, V = err.eigenvalues, err.eigenvectors
+    order = np.argsort(theta)[::-1]
+    theta, V = theta[order], V[:, order]
+    CV = counted(V)
+    return Eigenpairs(theta[:k], V[:, :k], _residual(theta, V, CV, len(theta)), calls)
+
+
+def _residual(theta: np.ndarray, V: np.ndarray, CV: np.ndarray, k: int) -> float:
+    scale = max(abs(theta[0]), np.finfo(float).tiny)
+    R = CV[:, :k] - V[:, :k] * theta[:k]
+    return float(np.linalg.norm(R, axis=0).max() / scale)
+
+
+@dataclass
+class APTrace:
+    """Per-iteration diagnostics of alternating projection (paper §3).
+
+    Lists indexed by iteration t (the iterate C_t after the t-th PSD → NOR → NN
+    cycle): ``delta`` ‖C_t − C_{t−1}‖_F; ``dist_psd``, ``dist_normalized``,
+    ``dist_nonnegative`` the Frobenius distances of C_t to PSD_K, to {ΣC = 1}
+    and to {C ≥ 0}; ``eig_residual`` the eigensolver's relative residual of
+    the t-th PSD step; ``n_matmat`` its operator applications.
+    """
+
+    delta: list[float] = field(default_factory=list)
+    dist_psd: list[float] = field(default_factory=list)
+    dist_normalized: list[float] = field(default_factory=list)
+    dist_nonnegative: list[float] = field(default_factory=list)
+    eig_residual: list[float] = field(default_factory=list)
+    n_matmat: list[int] = field(default_factory=list)
+
+    def as_arrays(self) -> dict[str, np.ndarray]:
+        """Each list as a float64 array."""
+        return {k: np.asarray(v, dtype=np.float64) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class LowRankIterate:
+    """An AP iterate in compressed form: ``C_t = max(Y diag(lam) Yᵀ + c, 0)``.
+
+    After a PSD projection (``Y`` orthonormal N×K, ``lam`` ≥ 0) and the
+    normalisation ``c = (1 − Σ YΛYᵀ)/N²``, the non-negative projection is the
+    elementwise clip; storing ``(Y, lam, c)`` takes O(NK) instead of O(N²).
+    With ``clip=False`` it is the rank-K matrix ``Y diag(lam) Yᵀ + c`` itself.
+    """
+
+    Y: np.ndarray
+    lam: np.ndarray
+    c: float
+    clip: bool = True
+
+    @classmethod
+    def normalized(cls, Y: np.ndarray, lam: np.ndarray) -> LowRankIterate:
+        s = Y.sum(axis=0)
+        n = Y.shape[0]
+        return cls(Y, lam, (1.0 - float((s * lam) @ s)) / (n * n))
+
+    def block(self, rows: slice, cols: slice) -> np.ndarray:
+        """Rows ``rows`` × columns ``cols`` of ``C_t`` (dense)."""
+        X = (self.Y[rows] * self.lam) @ self.Y[cols].T
+        X += self.c
+        return np.maximum(X, 0.0, out=X) if self.clip else X
+
+
+class APOperator(Protocol):
+    """How the AP loop touches ``C``: the original matrix (``None``) or an iterate."""
+
+    def matmat(self, iterate: LowRankIterate | None, V: np.ndarray) -> np.ndarray:
+        """``C_t @ V``."""
+
+    def frobenius(self, iterate: LowRankIterate | None) -> float:
+        """``‖C_t‖_F``."""
+
+    def compare(self, previous: LowRankIterate | None, current: LowRankIterate) -> tuple[float, float, float]:
+        """``(‖C_cur − C_prev‖_F, Σ C_cur, ‖C_cur‖_F)``."""
+
+
+class DenseAP:
+    """:class:`APOperator` for a ``C`` held in memory (the single-task path).
+
+    The dense form of the current iterate is cached, so each AP cycle forms
+    ``YΛYᵀ`` once (O(N²K)) besides the eigensolver's products.
+    """
+
+    def __init__(self, C: np.ndarray):
+        self.C = C
+        self._key: LowRankIterate | None = None
+        self._dense: np.ndarray | None = None
+
+    def dense(self, iterate: LowRankIterate | None) -> np.ndarray:
+        if iterate is None:
+            return self.C
+        if self._key is not iterate:
+            n = self.C.shape[0]
+            self._dense = iterate.block(slice(0, n), slice(0, n))
+            self._key = iterate
+        return self._dense
+
+    def matmat(self, iterate, V):
+        return self.dense(iterate) @ V
+
+    def frobenius(self, iterate):
+        return float(np.linalg.norm(self.dense(iterate)))
+
+    def compare(self, previous, current):
+        prev = self.dense(previous)
+        prev_copy = prev if previous is None else prev.copy()
+        cur = self.dense(current)
+        return float(np.linalg.norm(cur - prev_copy)), float(cur.sum()), float(np.linalg.norm(cur))
+
+
+def alternating_projection(
+    op: APOperator,
+    n: int,
+    k: int,
+    *,
+    iterations: int = 150,
+    tol: float | None = None,
+    eig_tol: float = 1e-6,
+    start: Eigenpairs | None = None,
+    rng: np.random.Generator | None = None,
+) -> tuple[LowRankIterate, Eigenpairs, APTrace, int]:
+    """Alternating projection PSD_K → NOR → NN (paper §3), on any :class:`APOperator`.
+
+    Parameters
+    ----------
+    op : APOperator
+        :class:`DenseAP` for a dense ``C``, or a tiled operator.
+    n, k : int
+        N words, K topics.
+    iterations : int, default=150
+        Maximum number of cycles.
+    tol : float, optional
+        Stop when ``‖C_t − C_{t−1}‖_F ≤ tol · ‖C_t‖_F``.
+    eig_tol : float, default=1e-6
+        Relative eigen-residual asked of every PSD step.
+    start : Eigenpairs, optional
+        Warm start for the first eigensolve (e.g. a previous fit's ``Y``).
+    rng : numpy.random.Generator, optional
+
+    Returns
+    -------
+    iterate : LowRankIterate
+        The last NN iterate ``C_T`` (sums to 1 up to the clip).
+    eig : Eigenpairs
+        Top-K eigenpairs of ``C_T`` itself (its PSD projection, and the final
+        eigenvalues).
+    trace : APTrace
+    n_iter : int
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    trace = APTrace()
+    iterate: LowRankIterate | None = None
+    norm_prev = op.frobenius(None)
+    warm = None if start is None else start.vectors
+    eig = None
+    n_iter = 0
+    for t in range(iterations + 1):
+        eig = top_eigenpairs(lambda V, it=iterate: op.matmat(it, V), n, k, X0=warm, tol=eig_tol, rng=rng)
+        warm = eig.vectors
+        lam = np.maximum(eig.values, 0.0)
+        # ‖X − YΛ⁺Yᵀ‖² = ‖X‖² − 2 Σ λ λ⁺ + Σ λ⁺²  (Y orthonormal eigenvectors of X)
+        if iterate is not None:
+            sq = norm_prev**2 - 2 * float(eig.values @ lam) + float(lam @ lam)
+            trace.dist_psd.append(float(np.sqrt(max(sq, 0.0))))
+        if t == iterations or (tol is not None and t > 0 and trace.delta[-1] <= tol * norm_prev):
+            break
+        current = LowRankIterate.normalized(eig.vectors, lam)
+        delta, total, norm_prev = op.compare(iterate, current)
+        trace.delta.append(delta)
+        trace.dist_normalized.append(abs(1.0 - total) / n)
+        trace.dist_nonnegative.append(0.0)
+        trace.eig_residual.append(eig.residual)
+        trace.n_matmat.append(eig.n_matmat)
+        iterate = current
+        n_iter = t + 1
+    return iterate, eig, trace, n_iter
+
+
+def diagonal_completion(
+    C: np.ndarray, k: int, *, permutations: int = 30, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """Diagonal completion (DC, paper appendix): fill the diagonal from the off-diagonal rank-K structure.
+
+    For a random split of the words into halves S1, S2, the off-diagonal block
+    ``G = C[S1, S2]`` has no diagonal entries; its top-K left (right) singular
+    vectors ``U`` span the columns of ``C[S1, S1]`` (``C[S2, S2]``) if ``C`` has
+    rank K. The diagonal entry ``x_j`` that puts column j of the diagonal block
+    in that span, by least squares, is ``u_jᵀ Uᵀ f⁰_j / (1 − ‖u_j‖²)`` where
+    ``f⁰_j`` is the column with its diagonal zeroed and ``u_j`` row j of ``U``.
+    Each entry is the median over ``permutations`` random splits, clipped at 0;
+    the result is divided by its sum.
+
+    Parameters
+    ----------
+    C : ndarray, shape (N, N)
+    k : int
+    permutations : int, default=30
+    rng : numpy.random.Generator, optional
+
+    Returns
+    -------
+    ndarray, shape (N, N)
+        ``C`` with its diagonal replaced, summing to 1.
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    n = C.shape[0]
+    estimates = np.empty((permutations, n))
+    for p in range(permutations):
+        perm = rng.permutation(n)
+        s1, s2 = np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])
+        G = C[np.ix_(s1, s2)]
+        kk = min(k, min(G.shape) - 1)
+        if kk < min(G.shape) - 1:
+            U, _, Vt = spla.svds(G, k=kk, random_state=int(rng.integers(2**31)))
+        else:
+            U, _, Vt = np.linalg.svd(G, full_matrices=False)
+        for idx, basis in ((s1, U[:, :kk]), (s2, Vt[:kk].T)):
+            F = C[np.ix_(idx, idx)].copy()
+            np.fill_diagonal(F, 0.0)
+            P = basis.T @ F  # K × |idx|
+            num = np.einsum("ij,ji->i", basis, P)
+            den = 1.0 - np.einsum("ij,ij->i", basis, basis)
+            estimates[p, idx] = num / np.maximum(den, 1e-12)
+    out = C.copy()
+    np.fill_diagonal(out, np.maximum(np.median(estimates, axis=0), 0.0))
+    return out / out.sum()

@@ -1,0 +1,343 @@
+"""``fit``: ``<root>/cooc.zarr`` → ``<root>/model.zarr/<name>`` and ``<root>/topics/<name>.txt``.
+
+Rectify (AP, DC or none) → anchors → B and A (paper §3), each a Dask stage.
+See :mod:`jsmf_dask.stages.fit` for the two execution paths of rectification.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from dataclasses import dataclass, field
+
+import dask
+import numpy as np
+import psutil
+import zarr
+
+from jsmf_dask import _progress, config
+from jsmf_dask._validation import check_int, check_option
+from jsmf_dask.exceptions import InvalidParameterError, StoreError
+from jsmf_dask.io.fs import get_fs, staged_output
+from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, topics_path
+from jsmf_dask.io.parquet import corpus_dir, read_vocabulary, vocabulary_hash
+from jsmf_dask.io.schema import SCHEMA_VERSION
+from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, zarr_store
+from jsmf_dask.kernels.anchors import greedy_anchors
+from jsmf_dask.kernels.rectify import LowRankIterate, alternating_projection, top_eigenpairs
+from jsmf_dask.kernels.recover import SOLVERS, least_squares_topic_topic, topic_topic, topic_word
+from jsmf_dask.pipeline.cooccur import library_versions
+from jsmf_dask.stages.cooccurrence import word_block_edges
+from jsmf_dask.stages.fit import (
+    RectifyParams,
+    RectifyResult,
+    in_task_memory,
+    least_squares_tasks,
+    recovery_tasks,
+    rectify_in_task,
+    row_block_tasks,
+    write_iterate_tasks,
+    write_small,
+)
+
+__all__ = ["FitResult", "fit", "RECTIFIERS", "default_name"]
+
+RECTIFIERS = ("ap", "dc", "none")
+PATHS = ("auto", "in-task", "tiled")
+END_WITH = ("nonnegative", "psd")
+IN_TASK_MAX_WORDS = 20000
+
+
+def default_name(n_topics: int, rectifier: str) -> str:
+    """``k20-ap`` for K = 20 with AP."""
+    return f"k{n_topics}-{rectifier}"
+
+
+@dataclass
+class FitResult:
+    """A fitted model's outputs (also in ``<root>/model.zarr/<name>``)."""
+
+    name: str
+    anchors: np.ndarray
+    B: np.ndarray
+    A: np.ndarray
+    A_least_squares: np.ndarray
+    words: list[str]
+    trace: dict[str, np.ndarray]
+    eigenvalues: np.ndarray
+    n_iter: int
+    path: str
+    attrs: dict = field(default_factory=dict)
+
+    def top_words(self, n: int = 20) -> list[list[str]]:
+        """Each topic's ``n`` most probable words."""
+        order = np.argsort(-self.B, axis=0, kind="stable")[:n]
+        return [[self.words[i] for i in order[:, k]] for k in range(self.B.shape[1])]
+
+    def lines(self, n: int = 20) -> list[str]:
+        """One line per topic: the anchor word in brackets, then the top words."""
+        return [f"{k:3d} [{self.words[a]}] " + " ".join(top)
+                for k, (a, top) in enumerate(zip(self.anchors, self.top_words(n), strict=True))]
+
+
+class TiledAP:
+    """The AP operator applied row block by row block as Dask tasks (the tiled path)."""
+
+    def __init__(self, cooc_url: str, edges: np.ndarray):
+        self.source = (cooc_url, "C")
+        self.edges = edges
+
+    def _src(self, iterate):
+        return self.source if iterate is None else iterate
+
+    def matmat(self, iterate, V):
+        return np.vstack(dask.compute(*row_block_tasks("matmat", self.edges, self._src(iterate), V)))
+
+    def frobenius(self, iterate):
+        stats = np.vstack(dask.compute(*row_block_tasks("rowstats", self.edges, self._src(iterate))))
+        return float(np.sqrt(stats[:, 1].sum()))
+
+    def compare(self, previous, current):
+        parts = np.sum(dask.compute(*row_block_tasks("compare", self.edges, self._src(previous), current)), axis=0)
+        return float(np.sqrt(parts[0])), float(parts[1]), float(np.sqrt(parts[2]))
+
+
+def _fat_worker(client, need: int) -> str | None:
+    """The worker with the most memory (None when running locally), after checking ``need`` bytes fit."""
+    if client is None:
+        available = psutil.virtual_memory().available
+        if need > available:
+            raise StoreError(
+                f"the in-task rectification needs about {need / 2**30:.1f} GiB in one process; "
+                f"{available / 2**30:.1f} GiB are available. Use path='tiled' (--path tiled)."
+            )
+        return None
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    addr, info = max(workers.items(), key=lambda kv: kv[1].get("memory_limit") or 0)
+    limit = info.get("memory_limit") or psutil.virtual_memory().total
+    if need > 0.8 * limit:
+        raise StoreError(
+            f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; the largest worker "
+            f"({addr}) has a memory limit of {limit / 2**30:.1f} GiB. Start a worker with --memory-limit of at "
+            f"least {need / 0.8 / 2**30:.1f}GiB, or use path='tiled' (--path tiled)."
+        )
+    return addr
+
+
+def _check_matrix(cooc_url: str, edges: np.ndarray) -> np.ndarray:
+    stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, (cooc_url, "C"))))
+    if not stats[:, 3].all():
+        row = int(np.flatnonzero(stats[:, 3] == 0)[0])
+        raise StoreError(f"{cooc_url}: C has NaN or infinite entries (first in row {row}); rebuild it with `jsmf cooccur`")
+    if stats[:, 2].min() < 0:
+        row = int(np.argmin(stats[:, 2]))
+        raise StoreError(f"{cooc_url}: C has negative entries (row {row}: {stats[row, 2]:.3g}); expected C >= 0")
+    return stats
+
+
+def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: np.ndarray,
+                   candidates: np.ndarray | None) -> RectifyResult:
+    n = int(edges[-1])
+    rng = np.random.default_rng(params.seed)
+    op = TiledAP(cooc_url, edges)
+    trace: dict[str, np.ndarray] = {}
+    n_iter = 0
+    if params.rectifier == "ap":
+        iterate, eig, ap_trace, n_iter = alternating_projection(
+            op, n, params.n_topics, iterations=params.iterations, tol=params.tol, eig_tol=params.eig_tol, rng=rng
+        )
+        trace = ap_trace.as_arrays()
+        if params.end_with == "psd":
+            iterate = LowRankIterate(eig.vectors, np.maximum(eig.values, 0.0), 0.0, clip=False)
+        total = float(np.vstack(dask.compute(*row_block_tasks("rowstats", edges, iterate)))[:, 0].sum())
+        _progress.compute(*write_iterate_tasks(model_url, iterate, edges, total))
+    elif params.rectifier == "none":
+        eig = top_eigenpairs(lambda V: op.matmat(None, V), n, params.n_topics, tol=params.eig_tol, rng=rng)
+        stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, (cooc_url, "C"))))
+        _copy_matrix(cooc_url, model_url, edges, float(stats[:, 0].sum()))
+    else:
+        raise InvalidParameterError("rectifier='dc' runs on the in-task path only (it needs the whole C); "
+                                    "use path='in-task' or rectifier='ap'")
+    rect = (model_url, "C_rect")
+    stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, rect)))
+    p = stats[:, 0]
+    safe = np.where(p > 0, p, 1.0)
+    norms2 = stats[:, 1] / safe**2
+    usable = p > 0 if candidates is None else (p > 0) & candidates
+    group = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")
+
+    def row(i: int) -> np.ndarray:
+        return group["C_rect"][i, :] / safe[i]
+
+    def project(q: np.ndarray) -> np.ndarray:
+        return np.vstack(dask.compute(*row_block_tasks("matmat", edges, rect, q[:, None])))[:, 0] / safe
+
+    anchors, pivots = greedy_anchors(params.n_topics, row, project, norms2, candidates=usable)
+    Cbar_S = np.vstack([row(int(a)) for a in anchors])
+    C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
+    return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS)
+
+
+def _copy_rows(cooc_url: str, model_url: str, rows: tuple[int, int], scale: float) -> None:
+    src = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"]
+    dst = zarr.open_group(zarr_store(model_url), mode="r+")["C_rect"]
+    dst[rows[0] : rows[1], :] = src[rows[0] : rows[1], :] / scale
+
+
+def _copy_matrix(cooc_url: str, model_url: str, edges: np.ndarray, scale: float) -> None:
+    tasks = [dask.delayed(_copy_rows, pure=True)(cooc_url, model_url, (int(edges[i]), int(edges[i + 1])), scale)
+             for i in range(len(edges) - 1)]
+    _progress.compute(*tasks)
+
+
+def fit(
+    root: str,
+    *,
+    n_topics: int,
+    rectifier: str = "ap",
+    iterations: int = 150,
+    tol: float | None = None,
+    end_with: str = "nonnegative",
+    solver: str = "exact",
+    min_anchor_df: int | None = None,
+    seed: int = 0,
+    name: str | None = None,
+    path: str = "auto",
+    eig_tol: float = 1e-6,
+    overwrite: bool = False,
+) -> FitResult:
+    """Fit a model from ``<root>/cooc.zarr``.
+
+    Parameters
+    ----------
+    root : str
+        Run root (local path or fsspec URL) holding ``corpus/`` and ``cooc.zarr``.
+    n_topics : int
+        K, with ``2 <= K < N``.
+    rectifier : {'ap', 'dc', 'none'}, default='ap'
+        Alternating projection, diagonal completion, or none (the Baseline of
+        Arora et al. 2013).
+    iterations : int, default=150
+        AP cycles (at most, with ``tol``).
+    tol : float, optional
+        AP early stop on the relative change ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F``.
+    end_with : {'nonnegative', 'psd'}, default='nonnegative'
+        AP's last projection.
+    solver : {'exact', 'eg'}, default='exact'
+        Simplex least-squares solver for B.
+    min_anchor_df : int, optional
+        Only words in at least this many documents may be anchors
+        (default ``jsmf.fit.min-anchor-df``).
+    seed : int, default=0
+        Seeds the eigensolver's start block and DC's permutations.
+    name : str, optional
+        Model name (default ``k<K>-<rectifier>``).
+    path : {'auto', 'in-task', 'tiled'}, default='auto'
+        Rectification path; auto takes in-task up to 20,000 words.
+    eig_tol : float, default=1e-6
+        Relative eigen-residual of every PSD step.
+    overwrite : bool, default=False
+        Replace an existing model of the same name.
+
+    Returns
+    -------
+    FitResult
+    """
+    owner = "fit"
+    root = os.fspath(root)
+    check_int(n_topics, "n_topics", owner, low=2)
+    check_option(rectifier, "rectifier", owner, RECTIFIERS)
+    check_option(end_with, "end_with", owner, END_WITH)
+    check_option(solver, "solver", owner, SOLVERS)
+    check_option(path, "path", owner, PATHS)
+    check_int(iterations, "iterations", owner, low=1)
+    check_int(seed, "seed", owner, low=0)
+    min_anchor_df = config.get("fit.min-anchor-df", min_anchor_df)
+    check_int(min_anchor_df, "min_anchor_df", owner, low=0)
+    if tol is not None and not tol > 0:
+        raise InvalidParameterError(f"The 'tol' parameter of fit must be a float > 0 or None. Got {tol!r} instead.")
+    store = open_cooccurrence(cooc_path(root))
+    n = store.n_words
+    if n_topics >= n:
+        raise InvalidParameterError(
+            f"The 'n_topics' parameter of fit must be an int in the range [2, {n - 1}] for a vocabulary of "
+            f"{n} words. Got {n_topics} instead."
+        )
+    words = read_vocabulary(corpus_dir(root)).column("word").to_pylist()
+    if vocabulary_hash(words) != store.attrs["vocab_hash"]:
+        raise StoreError(
+            f"{store.url}: its vocab_hash differs from {corpus_dir(root)}/vocab.parquet; the corpus changed "
+            "after C was built: rerun `jsmf cooccur --overwrite`"
+        )
+    name = name or default_name(n_topics, rectifier)
+    tile = int(store.attrs["tile_size"])
+    edges = word_block_edges(n, tile)
+    _check_matrix(store.url, edges)
+    doc_freq = store.D1[:]
+    candidates = doc_freq >= min_anchor_df
+    if candidates.sum() < n_topics:
+        raise InvalidParameterError(
+            f"only {int(candidates.sum())} words occur in at least min_anchor_df={min_anchor_df} documents; "
+            f"need at least n_topics={n_topics}. Lower min_anchor_df."
+        )
+    params = RectifyParams(n_topics, rectifier, iterations, tol, end_with, eig_tol, seed)
+    client = _progress.active_client()
+    if path == "auto":
+        path = "in-task" if n <= IN_TASK_MAX_WORDS else "tiled"
+    ensure_model_group(root)
+    with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
+        create_model(tmp, n, tile)
+        if path == "in-task":
+            worker = _fat_worker(client, in_task_memory(n))
+            placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
+            with dask.annotate(**placement):
+                task = rectify_in_task(store.url, tmp, params, candidates)
+            (result,) = _progress.compute(task)
+        else:
+            result = _rectify_tiled(store.url, tmp, params, edges, candidates)
+        parts = _progress.compute(*recovery_tasks(tmp, result.p_word, result.Cbar_S, result.anchors, solver,
+                                                   block=config.get("fit.recover-block")))
+        weights = np.vstack([w for w, _ in parts])
+        objective = np.concatenate([o for _, o in parts])
+        B = topic_word(weights, result.p_word)
+        A, legality = topic_topic(result.C_SS, B, result.anchors)
+        (BtC,) = _progress.compute(least_squares_tasks(tmp, B, block=config.get("fit.recover-block")))
+        A_ls = least_squares_topic_topic(BtC, B)
+        write_small(tmp, {
+            "anchors": result.anchors, "anchor_pivots": result.pivots, "B": B, "A": A, "A_least_squares": A_ls,
+            "weights": weights, "objective": objective, "p_word": result.p_word,
+            "Y": result.eig.vectors, "eigenvalues": result.eig.values,
+        })
+        for key, values in result.trace.items():
+            write_small(tmp, {f"trace/{key}": values})
+        attrs = {
+            "schema_version": SCHEMA_VERSION,
+            "name": name,
+            "params": {"n_topics": n_topics, "rectifier": rectifier, "iterations": iterations, "tol": tol,
+                       "end_with": end_with, "solver": solver, "min_anchor_df": min_anchor_df, "seed": seed,
+                       "path": path, "eig_tol": eig_tol},
+            "n_iter": result.n_iter,
+            "legality": legality,
+            "final_eig_residual": result.eig.residual,
+            "n_words": n,
+            "tile_size": tile,
+            "vocab_hash": store.attrs["vocab_hash"],
+            "cooccurrence": {k: store.attrs[k] for k in ("n_docs", "n_tokens", "entry_sum", "corpus_manifest")},
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "versions": library_versions(),
+        }
+        zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
+    fitted = FitResult(name, result.anchors, B, A, A_ls, words, result.trace, result.eig.values, result.n_iter,
+                       model_path(root, name), attrs)
+    _write_topics(topics_path(root, name), fitted)
+    return fitted
+
+
+def _write_topics(url: str, fitted: FitResult) -> None:
+    fs, path = get_fs(url)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    tmp = f"{path}.tmp"
+    with fs.open(tmp, "w") as f:
+        f.write("\n".join(fitted.lines()) + "\n")
+    fs.mv(tmp, path)
+

@@ -1,0 +1,308 @@
+"""Graph builders for fitting: rectification, anchors, recovery of B and A.
+
+Two execution paths for rectification (DESIGN §2):
+
+* **in-task** (:func:`rectify_in_task`): one task loads ``C`` and runs the
+  whole AP loop (or DC) with threaded BLAS on one worker, then picks the
+  anchors; memory ~5·8N² bytes, checked by the caller before it starts.
+* **tiled** (:func:`row_block_tasks` and friends): the operator
+  ``max(YΛYᵀ + c, 0)`` is applied row block by row block as Dask tasks, never
+  materialising N×N in one task; the loop itself runs in the caller.
+
+Recovery of B is a task per block of words in both paths
+(:func:`recovery_tasks`), reading the rectified ``C`` from the model store.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import dask
+import numpy as np
+import zarr
+from threadpoolctl import threadpool_limits
+
+from jsmf_dask.io.model_store import write_array
+from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.kernels.anchors import greedy_anchors
+from jsmf_dask.kernels.rectify import (
+    DenseAP,
+    Eigenpairs,
+    LowRankIterate,
+    alternating_projection,
+    diagonal_completion,
+    top_eigenpairs,
+)
+from jsmf_dask.kernels.recover import recover_weights
+
+__all__ = [
+    "RectifyParams",
+    "RectifyResult",
+    "in_task_memory",
+    "rectify_in_task",
+    "anchors_from_dense",
+    "recovery_tasks",
+    "least_squares_tasks",
+    "row_block_tasks",
+    "write_iterate_tasks",
+    "write_small",
+]
+
+
+@dataclass(frozen=True)
+class RectifyParams:
+    """What rectification needs (validated by the caller)."""
+
+    n_topics: int
+    rectifier: str
+    iterations: int
+    tol: float | None
+    end_with: str
+    eig_tol: float
+    seed: int
+    dc_permutations: int = 30
+
+
+@dataclass
+class RectifyResult:
+    """Small outputs of rectification and anchor selection (the rectified C itself is in the store)."""
+
+    eig: Eigenpairs
+    trace: dict[str, np.ndarray]
+    n_iter: int
+    p_word: np.ndarray
+    anchors: np.ndarray
+    pivots: np.ndarray
+    Cbar_S: np.ndarray
+    C_SS: np.ndarray
+
+
+def in_task_memory(n_words: int) -> int:
+    """Bytes the in-task path needs: C, the dense iterate, a copy and temporaries (5 · 8N²)."""
+    return 5 * 8 * n_words * n_words + (256 << 20)
+
+
+def _read_dense(url: str, name: str) -> np.ndarray:
+    return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name][...]
+
+
+def _write_tiled(url: str, name: str, X: np.ndarray) -> None:
+    arr = zarr.open_group(zarr_store(url), mode="r+")[name]
+    t = arr.chunks[0]
+    n = X.shape[0]
+    for i in range(0, n, t):
+        arr[i : i + t, :] = X[i : i + t, :]
+
+
+def anchors_from_dense(
+    C_rect: np.ndarray, n_topics: int, candidates: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Row-normalise ``C_rect`` in place into ``C̄`` and pick the anchors.
+
+    Returns ``(anchors, pivots, p_word, C_SS)``; afterwards ``C_rect`` holds C̄.
+    """
+    p = C_rect.sum(axis=1)
+    Cbar = C_rect
+    Cbar /= np.where(p > 0, p, 1.0)[:, None]
+    norms2 = np.einsum("ij,ij->i", Cbar, Cbar)
+    usable = p > 0 if candidates is None else (p > 0) & candidates
+    anchors, pivots = greedy_anchors(n_topics, lambda i: Cbar[i], lambda q: Cbar @ q, norms2, candidates=usable)
+    C_SS = Cbar[np.ix_(anchors, anchors)] * p[anchors][:, None]
+    return anchors, pivots, p, C_SS
+
+
+def _rectify_in_task(
+    cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None
+) -> RectifyResult:
+    C = _read_dense(cooc_url, "C")
+    n = C.shape[0]
+    rng = np.random.default_rng(params.seed)
+    # Workers run BLAS single-threaded; this task has the machine to itself, so it takes every core.
+    with threadpool_limits(limits=os.cpu_count() or 1, user_api="blas"):
+        n_iter = 0
+        trace: dict[str, np.ndarray] = {}
+        if params.rectifier == "ap":
+            op = DenseAP(C)
+            iterate, eig, ap_trace, n_iter = alternating_projection(
+                op, n, params.n_topics, iterations=params.iterations, tol=params.tol,
+                eig_tol=params.eig_tol, rng=rng,
+            )
+            trace = ap_trace.as_arrays()
+            if params.end_with == "psd":
+                Y, lam = eig.vectors, np.maximum(eig.values, 0.0)
+                C_rect = (Y * lam) @ Y.T
+            else:
+                C_rect = op.dense(iterate)
+            del op, C
+        else:
+            C_rect = diagonal_completion(C, params.n_topics, permutations=params.dc_permutations, rng=rng) \
+                if params.rectifier == "dc" else C
+            del C
+            eig = top_eigenpairs(lambda V: C_rect @ V, n, params.n_topics, tol=params.eig_tol, rng=rng)
+        C_rect = C_rect / C_rect.sum()
+        _write_tiled(model_url, "C_rect", C_rect)
+        anchors, pivots, p, C_SS = anchors_from_dense(C_rect, params.n_topics, candidates)
+        Cbar_S = C_rect[anchors].copy()
+    return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS)
+
+
+def rectify_in_task(
+    cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None
+) -> dask.delayed:
+    """One delayed task: load C, rectify, write ``C_rect`` to the model store, pick anchors.
+
+    BLAS inside the task uses every core of the worker's machine.
+    """
+    return dask.delayed(_rectify_in_task, pure=False)(
+        cooc_url, model_url, params, candidates, dask_key_name=f"rectify-in-task-{params.rectifier}"
+    )
+
+
+def _recover_block(
+    model_url: str, rows: tuple[int, int], p_rows: np.ndarray, Cbar_S: np.ndarray, G: np.ndarray,
+    anchors: np.ndarray, solver: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    r0, r1 = rows
+    C_rows = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")["C_rect"][r0:r1, :]
+    Cbar = C_rows / np.where(p_rows > 0, p_rows, 1.0)[:, None]
+    b = Cbar @ Cbar_S.T
+    norms2 = np.einsum("ij,ij->i", Cbar, Cbar)
+    weights, objective = recover_weights(G, b, norms2, solver=solver)
+    for k, s in enumerate(anchors):
+        if r0 <= s < r1:
+            weights[s - r0] = 0.0
+            weights[s - r0, k] = 1.0
+            objective[s - r0] = 0.0
+    return weights, objective
+
+
+def recovery_tasks(
+    model_url: str, p_word: np.ndarray, Cbar_S: np.ndarray, anchors: np.ndarray, solver: str, *, block: int
+) -> list[dask.delayed]:
+    """One delayed task per block of ``block`` words → ``(weights, objective)`` of those words."""
+    n = p_word.shape[0]
+    G = Cbar_S @ Cbar_S.T
+    shared = dask.delayed(Cbar_S, pure=True), dask.delayed(G, pure=True)
+    return [
+        dask.delayed(_recover_block, pure=True)(
+            model_url, (r0, min(r0 + block, n)), p_word[r0 : r0 + block], *shared, anchors, solver,
+            dask_key_name=f"recover-B-{r0}",
+        )
+        for r0 in range(0, n, block)
+    ]
+
+
+def _pinv_times_rows(model_url: str, rows: tuple[int, int], pinv_cols: np.ndarray) -> np.ndarray:
+    r0, r1 = rows
+    C_rows = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")["C_rect"][r0:r1, :]
+    return pinv_cols @ C_rows
+
+
+def least_squares_tasks(model_url: str, B: np.ndarray, *, block: int) -> dask.delayed:
+    """``B⁺ C`` (K×N) summed over row blocks of the rectified C, as one delayed value."""
+    pinv = np.linalg.pinv(B)
+    n = B.shape[0]
+    parts = [
+        dask.delayed(_pinv_times_rows, pure=True)(model_url, (r0, min(r0 + block, n)), pinv[:, r0 : r0 + block])
+        for r0 in range(0, n, block)
+    ]
+    while len(parts) > 1:
+        parts = [dask.delayed(sum, pure=True)(parts[i : i + 8]) for i in range(0, len(parts), 8)]
+    return parts[0]
+
+
+# ------------------------------------------------------------------ tiled path
+
+
+def _row_block(source, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+    """Rows × columns of a C: a :class:`LowRankIterate`, or ``(store URL, array name)`` on disk."""
+    if isinstance(source, LowRankIterate):
+        return source.block(slice(*rows), slice(*cols))
+    url, name = source
+    return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name][rows[0] : rows[1], cols[0] : cols[1]]
+
+
+def _tiles(edges: np.ndarray):
+    for j in range(len(edges) - 1):
+        yield int(edges[j]), int(edges[j + 1])
+
+
+def _matmat_rows(source, rows: tuple[int, int], edges: np.ndarray, V: np.ndarray) -> np.ndarray:
+    out = np.zeros((rows[1] - rows[0], V.shape[1]))
+    for cols in _tiles(edges):
+        out += _row_block(source, rows, cols) @ V[cols[0] : cols[1]]
+    return out
+
+
+def _compare_rows(previous, current: LowRankIterate, rows: tuple[int, int], edges: np.ndarray) -> np.ndarray:
+    acc = np.zeros(3)
+    for cols in _tiles(edges):
+        cur = _row_block(current, rows, cols)
+        prev = _row_block(previous, rows, cols)
+        acc += (np.sum((cur - prev) ** 2), cur.sum(), np.sum(cur * cur))
+    return acc
+
+
+def _rowstats_rows(source, rows: tuple[int, int], edges: np.ndarray) -> np.ndarray:
+    """Per row: sum, sum of squares, minimum, and whether every entry is finite."""
+    out = np.zeros((rows[1] - rows[0], 4))
+    out[:, 2] = np.inf
+    out[:, 3] = 1.0
+    for cols in _tiles(edges):
+        X = _row_block(source, rows, cols)
+        out[:, 0] += X.sum(axis=1)
+        out[:, 1] += np.einsum("ij,ij->i", X, X)
+        out[:, 2] = np.minimum(out[:, 2], X.min(axis=1))
+        out[:, 3] = np.minimum(out[:, 3], np.isfinite(X).all(axis=1))
+    return out
+
+
+_KINDS = {"matmat": _matmat_rows, "compare": _compare_rows, "rowstats": _rowstats_rows}
+
+
+def row_block_tasks(kind: str, edges: np.ndarray, *args) -> list[dask.delayed]:
+    """One delayed task per row block of C, for the tiled path.
+
+    ``kind`` is ``'matmat'`` (args: source, V → the block's rows of ``C V``),
+    ``'compare'`` (args: previous, current → ``[‖ΔC‖², ΣC, ‖C‖²]`` of the
+    block) or ``'rowstats'`` (args: source → per row: sum, sum of squares, min,
+    all-finite). A source is a :class:`LowRankIterate` or ``(store URL, array
+    name)``. Each task holds one tile at a time: O(tile²) memory.
+    """
+    func = _KINDS[kind]
+    shared = [dask.delayed(a, pure=True) if isinstance(a, np.ndarray | LowRankIterate) else a for a in args]
+    tasks = []
+    for rows in _tiles(edges):
+        if kind == "matmat":
+            tasks.append(dask.delayed(func, pure=True)(shared[0], rows, edges, shared[1]))
+        elif kind == "compare":
+            tasks.append(dask.delayed(func, pure=True)(shared[0], shared[1], rows, edges))
+        else:
+            tasks.append(dask.delayed(func, pure=True)(shared[0], rows, edges))
+    return tasks
+
+
+def _write_iterate_rows(model_url: str, iterate: LowRankIterate, rows: tuple[int, int], edges, scale: float) -> float:
+    arr = zarr.open_group(zarr_store(model_url), mode="r+")["C_rect"]
+    total = 0.0
+    for cols in _tiles(edges):
+        X = iterate.block(slice(*rows), slice(*cols)) / scale
+        arr[rows[0] : rows[1], cols[0] : cols[1]] = X
+        total += X.sum()
+    return total
+
+
+def write_iterate_tasks(model_url: str, iterate: LowRankIterate, edges: np.ndarray, scale: float) -> list[dask.delayed]:
+    """Write ``iterate / scale`` into ``C_rect`` row block by row block (each task its own chunks)."""
+    shared = dask.delayed(iterate, pure=True)
+    return [
+        dask.delayed(_write_iterate_rows, pure=True)(model_url, shared, rows, edges, scale)
+        for rows in _tiles(edges)
+    ]
+
+
+def write_small(model_url: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write the small arrays of a model (driver side)."""
+    for name, values in arrays.items():
+        write_array(model_url, name, np.asarray(values))
