@@ -3,14 +3,25 @@
 The stages of Lee, Bindel & Mimno (NIPS 2015), out of core:
 
 - :func:`ingest`: raw input → curated Parquet corpus (``<root>/corpus``);
-- :func:`cooccur`: corpus → co-occurrence matrix ``C`` (``<root>/cooc.zarr``).
+- :func:`cooccur`: corpus → co-occurrence matrix ``C`` (``<root>/cooc.zarr``);
+- :func:`fit` / :class:`RectifiedAnchorWords`: ``C`` → rectified ``C``, anchors,
+  ``B`` and ``A`` (``<root>/model.zarr/<name>``);
+- :func:`synth`: a corpus drawn from known ``B`` and ``A``.
+
+For a ``C`` held in memory, :func:`rectify`, :func:`find_anchors` and
+:func:`recover` are the same steps as plain functions.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from jsmf_dask import config  # noqa: F401  (registers the jsmf dask.config defaults)
+from jsmf_dask._estimator import RectifiedAnchorWords
+from jsmf_dask.io.model_store import open_model
 from jsmf_dask.io.zarr_store import open_cooccurrence
+from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
 from jsmf_dask.pipeline import CooccurrenceSummary, IngestReport, cooccur, ingest
+from jsmf_dask.pipeline.fit import FitResult, fit
+from jsmf_dask.pipeline.synth import synth
 
 try:
     __version__ = version("jsmf_dask")
@@ -18,6 +29,14 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "RectifiedAnchorWords",
+    "rectify",
+    "find_anchors",
+    "recover",
+    "fit",
+    "FitResult",
+    "synth",
+    "open_model",
     "ingest",
     "IngestReport",
     "cooccur",

@@ -19,8 +19,13 @@ from jsmf_dask import __version__
 from jsmf_dask.cluster import connect
 from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.io.sources import RatingsColumns
+from jsmf_dask.io.model_store import topics_path
+from jsmf_dask.kernels.recover import SOLVERS
 from jsmf_dask.pipeline.cooccur import cooccur
+from jsmf_dask.pipeline.fit import RECTIFIERS, fit
 from jsmf_dask.pipeline.ingest import FORMATS, ingest
+from jsmf_dask.pipeline.synth import synth
+from jsmf_dask.testing.synthetic import PRIORS
 
 __all__ = ["main", "build_parser"]
 
@@ -92,6 +97,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tile-size", type=int, help="edge of a tile of C (default: 2048)")
     p.add_argument("--no-codoc", action="store_true", help="skip D2 (co-document counts); halves the work")
     _add_cluster_options(p)
+
+    p = sub.add_parser(
+        "fit",
+        help="C -> topics: rectify, anchors, B and A (ROOT/model.zarr/NAME, ROOT/topics/NAME.txt)",
+        description="Fit a Rectified Anchor Words model from ROOT/cooc.zarr and print its topics.",
+    )
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--topics", type=int, required=True, metavar="K", help="number of topics")
+    p.add_argument("--rectifier", choices=RECTIFIERS, default="ap",
+                   help="ap: alternating projection (default); dc: diagonal completion; none: the Baseline")
+    p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
+    p.add_argument("--tol", type=float, help="stop AP when the relative change falls below this")
+    p.add_argument("--end-with", choices=("nonnegative", "psd"), default="nonnegative",
+                   help="AP's last projection (default: nonnegative)")
+    p.add_argument("--solver", choices=SOLVERS, default="exact", help="B solver (default: exact)")
+    p.add_argument("--min-anchor-df", type=int, help="document-frequency floor of anchor words (default: 10)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", help="model name (default: k<K>-<rectifier>)")
+    p.add_argument("--path", choices=("auto", "in-task", "tiled"), default="auto",
+                   help="rectification path (default: in one task up to 20,000 words, else tiled)")
+    _add_cluster_options(p)
+
+    p = sub.add_parser(
+        "synth",
+        help="a synthetic corpus drawn from known topics (ROOT/corpus + ROOT/truth.zarr)",
+        description="Draw a corpus from a separable topic model with known B and A, for testing recovery.",
+    )
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--docs", type=int, required=True, metavar="M")
+    p.add_argument("--vocab", type=int, required=True, metavar="N")
+    p.add_argument("--topics", type=int, required=True, metavar="K")
+    p.add_argument("--doc-length", type=float, default=200, metavar="L", help="mean tokens per document")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prior", choices=PRIORS, default="dirichlet")
+    p.add_argument("--alpha", type=float, default=0.1, help="Dirichlet concentration (default: 0.1)")
+    p.add_argument("--row-group-size", type=int, default=10000)
+    p.add_argument("--overwrite", action="store_true")
     return parser
 
 
@@ -124,7 +166,27 @@ def _run_cooccur(args: argparse.Namespace) -> list[str]:
     ).lines()
 
 
-_COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur}
+def _run_fit(args: argparse.Namespace) -> list[str]:
+    result = fit(
+        args.root, n_topics=args.topics, rectifier=args.rectifier, iterations=args.iterations, tol=args.tol,
+        end_with=args.end_with, solver=args.solver, min_anchor_df=args.min_anchor_df, seed=args.seed,
+        name=args.name, path=args.path, overwrite=args.overwrite,
+    )
+    head = [f"model {result.name}: {args.topics} topics, rectifier {args.rectifier}, {result.n_iter} iterations; "
+            f"written to {result.path} and {topics_path(args.root, result.name)}"]
+    return head + result.lines()
+
+
+def _run_synth(args: argparse.Namespace) -> list[str]:
+    return synth(
+        args.root, n_docs=args.docs, n_words=args.vocab, n_topics=args.topics, doc_length=args.doc_length,
+        seed=args.seed, prior=args.prior, alpha=args.alpha, row_group_size=args.row_group_size,
+        overwrite=args.overwrite,
+    ).lines()
+
+
+_COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "synth": _run_synth}
+_LOCAL_ONLY = {"synth"}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -140,13 +202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("distributed", "bokeh", "tornado"):
         logging.getLogger(noisy).setLevel(level if args.verbose else logging.WARNING)
     warnings.showwarning = _show_warning
-    for name, value in (("workers", args.workers),):
-        if value is not None and value < 1:
-            print(f"jsmf: error: --{name} must be >= 1, got {value}", file=sys.stderr)
-            return 2
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        print(f"jsmf: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
     try:
-        with dask.config.set({"jsmf.progress": not args.quiet}):
-            with connect(
+        if args.command in _LOCAL_ONLY:
+            lines = _COMMANDS[args.command](args)
+        else:
+            with dask.config.set({"jsmf.progress": not args.quiet}), connect(
                 args.scheduler,
                 n_workers=args.workers,
                 memory_limit=args.memory_limit,

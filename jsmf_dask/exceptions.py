@@ -13,6 +13,7 @@ __all__ = [
     "CorpusSchemaError",
     "StoreError",
     "ClusterError",
+    "NotFittedError",
 ]
 
 
@@ -42,3 +43,7 @@ class StoreError(JSMFError):
 
 class ClusterError(JSMFError):
     """The Dask scheduler named by the user cannot be reached."""
+
+
+class NotFittedError(JSMFError, AttributeError):
+    """An estimator was used before ``fit``."""

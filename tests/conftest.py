@@ -71,3 +71,19 @@ def listing(root: Path) -> list[str]:
     for here, dirs, files in os.walk(root):
         found.extend(os.path.relpath(os.path.join(here, name), root) for name in dirs + files)
     return sorted(found)
+
+
+@pytest.fixture(scope="session")
+def reuters_cbar(tmp_path_factory):
+    """C̄ and 10 anchors of the Reuters corpus (1,500 words), from the stages, for solver tests."""
+    from jsmf_dask import cooccur, ingest, open_cooccurrence
+    from jsmf_dask.kernels.factorize import find_anchors
+
+    root = tmp_path_factory.mktemp("reuters-cbar")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        ingest(root, [str(REUTERS_DOCWORD)], vocab_size=1500)
+        cooccur(root)
+    C = open_cooccurrence(f"{root}/cooc.zarr").C[:]
+    anchors, _ = find_anchors(C, 10)
+    p = C.sum(axis=1)
+    return C / np.where(p > 0, p, 1)[:, None], anchors

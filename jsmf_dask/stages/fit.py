@@ -25,15 +25,8 @@ from threadpoolctl import threadpool_limits
 
 from jsmf_dask.io.model_store import write_array
 from jsmf_dask.io.zarr_store import zarr_store
-from jsmf_dask.kernels.anchors import greedy_anchors
-from jsmf_dask.kernels.rectify import (
-    DenseAP,
-    Eigenpairs,
-    LowRankIterate,
-    alternating_projection,
-    diagonal_completion,
-    top_eigenpairs,
-)
+from jsmf_dask.kernels.factorize import find_anchors, rectify
+from jsmf_dask.kernels.rectify import Eigenpairs, LowRankIterate
 from jsmf_dask.kernels.recover import recover_weights
 
 __all__ = [
@@ -41,7 +34,6 @@ __all__ = [
     "RectifyResult",
     "in_task_memory",
     "rectify_in_task",
-    "anchors_from_dense",
     "recovery_tasks",
     "least_squares_tasks",
     "row_block_tasks",
@@ -95,56 +87,26 @@ def _write_tiled(url: str, name: str, X: np.ndarray) -> None:
         arr[i : i + t, :] = X[i : i + t, :]
 
 
-def anchors_from_dense(
-    C_rect: np.ndarray, n_topics: int, candidates: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Row-normalise ``C_rect`` in place into ``C̄`` and pick the anchors.
-
-    Returns ``(anchors, pivots, p_word, C_SS)``; afterwards ``C_rect`` holds C̄.
-    """
-    p = C_rect.sum(axis=1)
-    Cbar = C_rect
-    Cbar /= np.where(p > 0, p, 1.0)[:, None]
-    norms2 = np.einsum("ij,ij->i", Cbar, Cbar)
-    usable = p > 0 if candidates is None else (p > 0) & candidates
-    anchors, pivots = greedy_anchors(n_topics, lambda i: Cbar[i], lambda q: Cbar @ q, norms2, candidates=usable)
-    C_SS = Cbar[np.ix_(anchors, anchors)] * p[anchors][:, None]
-    return anchors, pivots, p, C_SS
-
-
 def _rectify_in_task(
     cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None
 ) -> RectifyResult:
     C = _read_dense(cooc_url, "C")
-    n = C.shape[0]
-    rng = np.random.default_rng(params.seed)
     # Workers run BLAS single-threaded; this task has the machine to itself, so it takes every core.
     with threadpool_limits(limits=os.cpu_count() or 1, user_api="blas"):
-        n_iter = 0
-        trace: dict[str, np.ndarray] = {}
-        if params.rectifier == "ap":
-            op = DenseAP(C)
-            iterate, eig, ap_trace, n_iter = alternating_projection(
-                op, n, params.n_topics, iterations=params.iterations, tol=params.tol,
-                eig_tol=params.eig_tol, rng=rng,
-            )
-            trace = ap_trace.as_arrays()
-            if params.end_with == "psd":
-                Y, lam = eig.vectors, np.maximum(eig.values, 0.0)
-                C_rect = (Y * lam) @ Y.T
-            else:
-                C_rect = op.dense(iterate)
-            del op, C
-        else:
-            C_rect = diagonal_completion(C, params.n_topics, permutations=params.dc_permutations, rng=rng) \
-                if params.rectifier == "dc" else C
-            del C
-            eig = top_eigenpairs(lambda V: C_rect @ V, n, params.n_topics, tol=params.eig_tol, rng=rng)
-        C_rect = C_rect / C_rect.sum()
+        rect = rectify(
+            C, params.n_topics, rectifier=params.rectifier, iterations=params.iterations, tol=params.tol,
+            end_with=params.end_with, eig_tol=params.eig_tol, dc_permutations=params.dc_permutations,
+            rng=np.random.default_rng(params.seed),
+        )
+        del C
+        C_rect = rect.C
         _write_tiled(model_url, "C_rect", C_rect)
-        anchors, pivots, p, C_SS = anchors_from_dense(C_rect, params.n_topics, candidates)
+        p = C_rect.sum(axis=1)
+        anchors, pivots = find_anchors(C_rect, params.n_topics, candidates=candidates, in_place=True)
+        # C_rect now holds C̄; C_SS is read back off its anchor rows.
         Cbar_S = C_rect[anchors].copy()
-    return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS)
+        C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
+    return RectifyResult(rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, Cbar_S, C_SS)
 
 
 def rectify_in_task(

@@ -17,6 +17,9 @@ from jsmf_dask.io.fs import join, staged_output
 from jsmf_dask.io.parquet import corpus_dir, shard_name, write_shard, write_vocabulary
 
 __all__ = [
+    "PRIORS",
+    "draw_theta",
+    "random_covariance",
     "SyntheticCorpus",
     "separable_topics",
     "dirichlet_topic_topic",
@@ -81,6 +84,36 @@ def dirichlet_topic_topic(alpha: np.ndarray) -> np.ndarray:
     return (np.outer(alpha, alpha) + np.diag(alpha)) / (a0 * (a0 + 1))
 
 
+PRIORS = ("dirichlet", "correlated")
+
+
+def draw_theta(prior: str, alpha: np.ndarray, size: int, rng: np.random.Generator,
+               covariance: np.ndarray | None = None) -> np.ndarray:
+    """Topic weights of ``size`` documents.
+
+    ``dirichlet``: θ ~ Dirichlet(α). ``correlated``: logistic normal,
+    θ = softmax(log α + L z) with ``L Lᵀ = covariance`` (default: a random
+    correlation structure), the prior of correlated topic models.
+    """
+    if prior == "dirichlet":
+        return rng.dirichlet(alpha, size=size)
+    k = alpha.shape[0]
+    if covariance is None:
+        raise ValueError("the correlated prior needs a covariance")
+    z = rng.standard_normal((size, k)) @ np.linalg.cholesky(covariance).T + np.log(alpha / alpha.sum())
+    z -= z.max(axis=1, keepdims=True)
+    theta = np.exp(z)
+    return theta / theta.sum(axis=1, keepdims=True)
+
+
+def random_covariance(k: int, rng: np.random.Generator, *, scale: float = 1.0) -> np.ndarray:
+    """A random covariance with strong correlations between some topics (for the correlated prior)."""
+    F = rng.standard_normal((k, max(1, k // 4)))
+    S = F @ F.T + np.eye(k)
+    d = np.sqrt(np.diag(S))
+    return scale * S / np.outer(d, d)
+
+
 def sample_corpus(
     B: np.ndarray,
     alpha: np.ndarray,
@@ -90,11 +123,14 @@ def sample_corpus(
     *,
     min_length: int = 2,
     chunk_docs: int = 20000,
+    prior: str = "dirichlet",
+    covariance: np.ndarray | None = None,
 ) -> SyntheticCorpus:
     """Draw ``n_docs`` documents of Poisson(``mean_length``) tokens (at least ``min_length``).
 
-    Vectorised in chunks of documents, so a NYTimes-sized corpus takes seconds
-    per million documents' worth of tokens.
+    Topic weights come from :func:`draw_theta` (``prior``). Vectorised in chunks
+    of documents, so a NYTimes-sized corpus takes seconds per million
+    documents' worth of tokens.
     """
     n_words, n_topics = B.shape
     cumB = np.cumsum(B, axis=0)
@@ -104,7 +140,7 @@ def sample_corpus(
     total = 0
     for start in range(0, n_docs, chunk_docs):
         m = min(chunk_docs, n_docs - start)
-        theta = rng.dirichlet(alpha, size=m)
+        theta = draw_theta(prior, alpha, m, rng, covariance)
         lengths = np.maximum(rng.poisson(mean_length, size=m), min_length)
         doc_of = np.repeat(np.arange(m), lengths)
         cumT = np.cumsum(theta, axis=1)

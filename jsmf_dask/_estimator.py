@@ -1,0 +1,206 @@
+"""``RectifiedAnchorWords``: the scikit-learn-style estimator over the fit stages."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+import numpy as np
+
+from jsmf_dask._validation import check_int, check_option
+from jsmf_dask.exceptions import InvalidParameterError, NotFittedError
+from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
+from jsmf_dask.kernels.recover import SOLVERS
+
+__all__ = ["RectifiedAnchorWords"]
+
+_OWNER = "RectifiedAnchorWords"
+
+
+class RectifiedAnchorWords:
+    """Topic model by Rectified Anchor Words (Lee, Bindel & Mimno, NIPS 2015).
+
+    Parameters
+    ----------
+    n_topics : int, default=10
+        K, the number of topics (``2 <= K < N``).
+    rectifier : {'ap', 'dc', 'none'}, default='ap'
+        Alternating projection, diagonal completion, or none (the Baseline of
+        Arora et al. 2013).
+    max_iter : int, default=150
+        AP cycles.
+    tol : float or None, default=None
+        AP early stop on ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F``.
+    end_with : {'nonnegative', 'psd'}, default='nonnegative'
+        AP's last projection.
+    solver : {'exact', 'eg'}, default='exact'
+        Simplex least-squares solver for B.
+    min_anchor_df : int or None, default=None
+        Document-frequency floor of anchor words (None: ``jsmf.fit.min-anchor-df``).
+    random_state : int, default=0
+        Seed of the eigensolver's start block and of DC's permutations.
+
+    Attributes
+    ----------
+    components_ : ndarray, shape (n_topics, n_words)
+        ``p(word | topic)``; rows sum to 1 (``Bᵀ`` in the paper).
+    topic_topic_ : ndarray, shape (n_topics, n_topics)
+        ``A``: joint topic–topic probabilities, sums to 1.
+    topic_topic_least_squares_ : ndarray, shape (n_topics, n_topics)
+        The Baseline's least-squares ``A`` (may have negative entries).
+    anchors_ : ndarray of int, shape (n_topics,)
+        Anchor word of each topic.
+    rectification_history_ : dict of str to ndarray
+        AP's per-iteration trace (``delta``, ``dist_psd``, ``dist_normalized``,
+        ``dist_nonnegative``, ``eig_residual``, ``n_matmat``).
+    eigenvalues_ : ndarray, shape (n_topics,)
+        Top eigenvalues of the rectified ``C``.
+    n_iter_ : int
+    vocabulary_ : list of str or None
+        Words (set by :meth:`fit` on a run root).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from jsmf_dask import RectifiedAnchorWords
+    >>> B = np.array([[.5, 0], [0, .5], [.25, .25], [.25, .25]])
+    >>> A = np.array([[.3, .1], [.1, .5]])
+    >>> model = RectifiedAnchorWords(n_topics=2, rectifier="none").fit_cooccurrence(B @ A @ B.T)
+    >>> model.anchors_.tolist()
+    [1, 0]
+    """
+
+    def __init__(self, n_topics: int = 10, *, rectifier: str = "ap", max_iter: int = 150,
+                 tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
+                 min_anchor_df: int | None = None, random_state: int = 0):
+        self.n_topics = n_topics
+        self.rectifier = rectifier
+        self.max_iter = max_iter
+        self.tol = tol
+        self.end_with = end_with
+        self.solver = solver
+        self.min_anchor_df = min_anchor_df
+        self.random_state = random_state
+
+    # -------------------------------------------------------------- params
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Parameters as passed to ``__init__``."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> RectifiedAnchorWords:
+        """Set parameters (validated at fit time); returns self."""
+        for name, value in params.items():
+            if name not in self._param_names():
+                raise InvalidParameterError(f"Invalid parameter {name!r} for {_OWNER}; valid: {self._param_names()}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        shown = [f"{k}={v!r}" for k, v in self.get_params().items() if defaults.get(k) != v or k == "n_topics"]
+        return f"{_OWNER}({', '.join(shown)})"
+
+    def _validate_params(self, n_words: int | None = None) -> None:
+        check_int(self.n_topics, "n_topics", _OWNER, low=2, high=None if n_words is None else n_words - 1)
+        check_option(self.rectifier, "rectifier", _OWNER, ("ap", "dc", "none"))
+        check_int(self.max_iter, "max_iter", _OWNER, low=1)
+        check_option(self.end_with, "end_with", _OWNER, ("nonnegative", "psd"))
+        check_option(self.solver, "solver", _OWNER, SOLVERS)
+        check_int(self.min_anchor_df, "min_anchor_df", _OWNER, low=0, allow_none=True)
+        check_int(self.random_state, "random_state", _OWNER, low=0)
+        if self.tol is not None and not (isinstance(self.tol, float | int) and self.tol > 0):
+            raise InvalidParameterError(
+                f"The 'tol' parameter of {_OWNER} must be a float in the range (0, inf) or None. Got {self.tol!r} instead."
+            )
+
+    # ----------------------------------------------------------------- fit
+    def fit(self, X: str | os.PathLike, y: None = None, *, name: str | None = None,
+            overwrite: bool = False) -> RectifiedAnchorWords:
+        """Fit on a run root holding ``cooc.zarr`` (see ``jsmf cooccur``); writes the model there.
+
+        Parameters
+        ----------
+        X : str or path-like
+            Run root (local path or fsspec URL).
+        y : None
+            Ignored.
+        name : str, optional
+            Model name under ``<root>/model.zarr`` (default ``k<K>-<rectifier>``).
+        overwrite : bool, default=False
+            Replace a model of the same name.
+
+        Returns
+        -------
+        self
+        """
+        from jsmf_dask.pipeline.fit import fit as fit_stage
+
+        self._validate_params()
+        result = fit_stage(
+            os.fspath(X), n_topics=self.n_topics, rectifier=self.rectifier, iterations=self.max_iter,
+            tol=self.tol, end_with=self.end_with, solver=self.solver, min_anchor_df=self.min_anchor_df,
+            seed=self.random_state, name=name, overwrite=overwrite,
+        )
+        self._set_fitted(result.B, result.A, result.A_least_squares, result.anchors, result.trace,
+                         result.eigenvalues, result.n_iter)
+        self.vocabulary_ = result.words
+        return self
+
+    def fit_cooccurrence(self, C: np.ndarray, doc_freq: np.ndarray | None = None) -> RectifiedAnchorWords:
+        """Fit on a co-occurrence matrix held in memory (the same steps, without Dask or stores).
+
+        Parameters
+        ----------
+        C : ndarray, shape (N, N)
+            Symmetric, non-negative.
+        doc_freq : ndarray, shape (N,), optional
+            Document frequencies, for the ``min_anchor_df`` floor.
+
+        Returns
+        -------
+        self
+        """
+        C = np.asarray(C, dtype=np.float64)
+        if C.ndim != 2 or C.shape[0] != C.shape[1]:
+            raise InvalidParameterError(f"C must be a square matrix; got shape {C.shape}")
+        if not np.isfinite(C).all() or C.min() < 0:
+            raise InvalidParameterError("C must be finite and non-negative")
+        self._validate_params(C.shape[0])
+        rect = rectify(C, self.n_topics, rectifier=self.rectifier, iterations=self.max_iter, tol=self.tol,
+                       end_with=self.end_with, rng=np.random.default_rng(self.random_state))
+        floor = self.min_anchor_df or 0
+        candidates = None if doc_freq is None else np.asarray(doc_freq) >= floor
+        anchors, _ = find_anchors(rect.C, self.n_topics, candidates=candidates)
+        rec = recover(rect.C, anchors, solver=self.solver)
+        self._set_fitted(rec.B, rec.A, rec.A_least_squares, anchors, rect.trace, rect.eig.values, rect.n_iter)
+        self.vocabulary_ = None
+        return self
+
+    def _set_fitted(self, B, A, A_ls, anchors, trace, eigenvalues, n_iter) -> None:
+        self.components_ = np.ascontiguousarray(B.T)
+        self.topic_topic_ = A
+        self.topic_topic_least_squares_ = A_ls
+        self.anchors_ = np.asarray(anchors)
+        self.rectification_history_ = dict(trace)
+        self.eigenvalues_ = np.asarray(eigenvalues)
+        self.n_iter_ = int(n_iter)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "components_"):
+            raise NotFittedError(
+                f"This {_OWNER} instance is not fitted yet. Call 'fit' or 'fit_cooccurrence' first."
+            )
+
+    def top_words(self, n: int = 20) -> list[list[str]] | list[list[int]]:
+        """Each topic's ``n`` most probable words (strings when the vocabulary is known)."""
+        self._check_fitted()
+        order = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        if self.vocabulary_ is None:
+            return order.tolist()
+        return [[self.vocabulary_[i] for i in row] for row in order]

@@ -1,0 +1,172 @@
+"""The paper's steps on a ``C`` held in memory: rectify → anchors → B and A.
+
+Pure numpy compositions of the other kernels. The in-task path of
+``jsmf fit`` runs :func:`rectify` and :func:`find_anchors` inside one Dask task;
+:mod:`jsmf_dask` exposes all three as public functions for matrices that fit in
+memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jsmf_dask.kernels.anchors import greedy_anchors
+from jsmf_dask.kernels.rectify import (
+    DenseAP,
+    Eigenpairs,
+    alternating_projection,
+    diagonal_completion,
+    top_eigenpairs,
+)
+from jsmf_dask.kernels.recover import (
+    least_squares_topic_topic,
+    recover_weights,
+    topic_topic,
+    topic_word,
+)
+
+__all__ = ["Rectified", "rectify", "find_anchors", "Recovered", "recover"]
+
+
+@dataclass
+class Rectified:
+    """Result of :func:`rectify`.
+
+    Attributes
+    ----------
+    C : ndarray, shape (N, N)
+        The rectified co-occurrence, summing to 1.
+    eig : Eigenpairs
+        Its top-K eigenpairs.
+    trace : dict of str to ndarray
+        AP's per-iteration diagnostics (empty for DC and none).
+    n_iter : int
+    """
+
+    C: np.ndarray
+    eig: Eigenpairs
+    trace: dict[str, np.ndarray] = field(default_factory=dict)
+    n_iter: int = 0
+
+
+def rectify(
+    C: np.ndarray,
+    n_topics: int,
+    *,
+    rectifier: str = "ap",
+    iterations: int = 150,
+    tol: float | None = None,
+    end_with: str = "nonnegative",
+    eig_tol: float = 1e-6,
+    dc_permutations: int = 30,
+    rng: np.random.Generator | None = None,
+) -> Rectified:
+    """Rectify ``C`` with AP, DC or nothing (the Baseline).
+
+    Parameters
+    ----------
+    C : ndarray, shape (N, N)
+        Symmetric co-occurrence; not modified.
+    n_topics : int
+        K.
+    rectifier : {'ap', 'dc', 'none'}, default='ap'
+    iterations, tol, end_with, eig_tol
+        See :func:`jsmf_dask.kernels.rectify.alternating_projection`.
+    dc_permutations : int, default=30
+    rng : numpy.random.Generator, optional
+
+    Returns
+    -------
+    Rectified
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    n = C.shape[0]
+    if rectifier == "ap":
+        op = DenseAP(C)
+        iterate, eig, trace, n_iter = alternating_projection(
+            op, n, n_topics, iterations=iterations, tol=tol, eig_tol=eig_tol, rng=rng
+        )
+        if end_with == "psd":
+            Y, lam = eig.vectors, np.maximum(eig.values, 0.0)
+            out = (Y * lam) @ Y.T
+        else:
+            out = op.dense(iterate)
+        return Rectified(out / out.sum(), eig, trace.as_arrays(), n_iter)
+    if rectifier == "dc":
+        out = diagonal_completion(C, n_topics, permutations=dc_permutations, rng=rng)
+    elif rectifier == "none":
+        out = C / C.sum()
+    else:
+        raise ValueError(f"unknown rectifier {rectifier!r}")
+    eig = top_eigenpairs(lambda V: out @ V, n, n_topics, tol=eig_tol, rng=rng)
+    return Rectified(out, eig)
+
+
+def find_anchors(
+    C: np.ndarray, n_topics: int, *, candidates: np.ndarray | None = None, in_place: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Anchor words of ``C``: greedy pivoted Gram–Schmidt on the rows of C̄ (see :mod:`.anchors`).
+
+    Parameters
+    ----------
+    C : ndarray, shape (N, N)
+    n_topics : int
+    candidates : ndarray of bool, shape (N,), optional
+        Words allowed as anchors; words with an all-zero row never are.
+    in_place : bool, default=False
+        Overwrite ``C`` with C̄ (saves N² memory).
+
+    Returns
+    -------
+    anchors : ndarray of int64, shape (K,)
+    pivots : ndarray, shape (K,)
+    """
+    p = C.sum(axis=1)
+    Cbar = C if in_place else C.copy()
+    Cbar /= np.where(p > 0, p, 1.0)[:, None]
+    norms2 = np.einsum("ij,ij->i", Cbar, Cbar)
+    usable = p > 0 if candidates is None else (p > 0) & np.asarray(candidates, bool)
+    return greedy_anchors(n_topics, lambda i: Cbar[i], lambda q: Cbar @ q, norms2, candidates=usable)
+
+
+@dataclass
+class Recovered:
+    """Result of :func:`recover`: ``B`` (N×K), ``A`` (K×K, sums to 1), the Baseline's least-squares
+    ``A_least_squares``, ``weights`` p(z|w), per-word ``objective`` and ``legality`` (ΣA before scaling)."""
+
+    B: np.ndarray
+    A: np.ndarray
+    A_least_squares: np.ndarray
+    weights: np.ndarray
+    objective: np.ndarray
+    legality: float
+
+
+def recover(C: np.ndarray, anchors: np.ndarray, *, solver: str = "exact") -> Recovered:
+    """B by simplex-constrained least squares per word and Bayes' rule; A from ``C_SS`` (paper §3).
+
+    Parameters
+    ----------
+    C : ndarray, shape (N, N)
+        The rectified co-occurrence.
+    anchors : ndarray of int, shape (K,)
+    solver : {'exact', 'eg'}, default='exact'
+
+    Returns
+    -------
+    Recovered
+    """
+    anchors = np.asarray(anchors)
+    p = C.sum(axis=1)
+    Cbar = C / np.where(p > 0, p, 1.0)[:, None]
+    Cbar_S = Cbar[anchors]
+    G = Cbar_S @ Cbar_S.T
+    weights, objective = recover_weights(G, Cbar @ Cbar_S.T, np.einsum("ij,ij->i", Cbar, Cbar), solver=solver)
+    weights[anchors] = np.eye(len(anchors))
+    objective[anchors] = 0.0
+    B = topic_word(weights, p)
+    A, legality = topic_topic(C[np.ix_(anchors, anchors)], B, anchors)
+    A_ls = least_squares_topic_topic(np.linalg.pinv(B) @ C, B)
+    return Recovered(B, A, A_ls, weights, objective, legality)

@@ -1,0 +1,137 @@
+"""``synth``: a semi-synthetic corpus with known B and A, for testing recovery.
+
+Writes ``<root>/corpus`` (the stored schema, so every other stage runs on it)
+and ``<root>/truth.zarr`` with ``B`` (N×K, columns sum to 1, separable: one
+anchor word per topic), ``A`` (K×K, the corpus's own ``mean θθᵀ``, which is
+what ``C`` estimates), ``A_prior`` (the prior's ``E[θθᵀ]``, Dirichlet only),
+``anchors`` and ``theta`` (M×K, each document's topic weights).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import zarr
+from zarr.codecs import ZstdCodec
+
+from jsmf_dask._validation import check_int, check_option
+from jsmf_dask.exceptions import InvalidParameterError
+from jsmf_dask.io.fs import join, staged_output
+from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.testing.synthetic import (
+    PRIORS,
+    dirichlet_topic_topic,
+    random_covariance,
+    sample_corpus,
+    separable_topics,
+    write_corpus,
+)
+
+__all__ = ["SynthReport", "synth", "truth_path", "read_truth"]
+
+
+def truth_path(root: str) -> str:
+    """``<root>/truth.zarr``."""
+    return join(root, "truth.zarr")
+
+
+@dataclass
+class SynthReport:
+    """What ``synth`` wrote."""
+
+    n_docs: int
+    n_words: int
+    n_topics: int
+    n_tokens: int
+    prior: str
+
+    def lines(self) -> list[str]:
+        return [f"synthetic corpus: {self.n_docs} documents, {self.n_words} words, {self.n_tokens} tokens, "
+                f"{self.n_topics} topics ({self.prior} prior); truth in truth.zarr"]
+
+
+def synth(
+    root: str,
+    *,
+    n_docs: int,
+    n_words: int,
+    n_topics: int,
+    doc_length: float,
+    seed: int = 0,
+    prior: str = "dirichlet",
+    alpha: float = 0.1,
+    B: np.ndarray | None = None,
+    row_group_size: int = 10000,
+    docs_per_shard: int = 50000,
+    overwrite: bool = False,
+) -> SynthReport:
+    """Draw a corpus from a known topic model and write it with its truth.
+
+    Parameters
+    ----------
+    root : str
+    n_docs, n_words, n_topics : int
+        M, N, K (``2 <= K < N``).
+    doc_length : float
+        Mean tokens per document (Poisson, at least 2).
+    seed : int, default=0
+    prior : {'dirichlet', 'correlated'}, default='dirichlet'
+        Topic weights: Dirichlet(α), or a logistic normal with correlated topics.
+    alpha : float, default=0.1
+        Symmetric Dirichlet concentration (the mean topic weights for 'correlated').
+    B : ndarray, shape (N, K), optional
+        Topics to use instead of random separable ones (e.g. a model fitted on
+        real data, for semi-synthetic experiments).
+    row_group_size, docs_per_shard : int
+    overwrite : bool, default=False
+
+    Returns
+    -------
+    SynthReport
+    """
+    owner = "synth"
+    for name, value, low in (("n_docs", n_docs, 1), ("n_words", n_words, 3), ("n_topics", n_topics, 2),
+                             ("seed", seed, 0)):
+        check_int(value, name, owner, low=low)
+    check_option(prior, "prior", owner, PRIORS)
+    if n_topics >= n_words:
+        raise InvalidParameterError(f"The 'n_topics' parameter of synth must be below n_words={n_words}. Got {n_topics} instead.")
+    if not doc_length >= 2:
+        raise InvalidParameterError(f"The 'doc_length' parameter of synth must be a number >= 2. Got {doc_length!r} instead.")
+    rng = np.random.default_rng(seed)
+    if B is None:
+        # Anchors (words 0..K-1 of separable_topics) moved to random places in the vocabulary.
+        perm = rng.permutation(n_words)
+        B = np.empty((n_words, n_topics))
+        B[perm] = separable_topics(n_words, n_topics, rng, concentration=0.05)
+        anchors = perm[:n_topics]
+    else:
+        B = np.asarray(B, dtype=np.float64)
+        anchors = np.full(n_topics, -1)
+    alphas = np.full(n_topics, alpha)
+    covariance = random_covariance(n_topics, rng) if prior == "correlated" else None
+    corpus = sample_corpus(B, alphas, n_docs, doc_length, rng, prior=prior, covariance=covariance)
+    root = os.fspath(root)
+    write_corpus(root, corpus, docs_per_shard=docs_per_shard, row_group_size=row_group_size, overwrite=overwrite)
+    with staged_output(truth_path(root), overwrite=overwrite) as tmp:
+        group = zarr.open_group(zarr_store(tmp), mode="w", zarr_format=3)
+        theta = corpus.theta
+        arrays = {"B": B, "A": theta.T @ theta / theta.shape[0], "anchors": anchors.astype(np.int64)}
+        if prior == "dirichlet":
+            arrays["A_prior"] = dirichlet_topic_topic(alphas)
+        for name, values in arrays.items():
+            group.create_array(name, data=values)
+        t = group.create_array("theta", shape=theta.shape, chunks=(min(50000, theta.shape[0]), n_topics),
+                               dtype="float32", compressors=ZstdCodec(level=1))
+        t[...] = theta.astype(np.float32)
+        group.attrs.update({"n_docs": n_docs, "n_words": n_words, "n_topics": n_topics, "doc_length": doc_length,
+                            "seed": seed, "prior": prior, "alpha": alpha})
+    return SynthReport(n_docs, n_words, n_topics, int(corpus.counts.sum()), prior)
+
+
+def read_truth(root: str) -> dict[str, np.ndarray]:
+    """The arrays of ``<root>/truth.zarr`` except ``theta`` (read that one lazily from the group)."""
+    group = zarr.open_group(zarr_store(truth_path(root), read_only=True), mode="r")
+    return {name: group[name][...] for name in ("B", "A", "A_prior", "anchors") if name in group}

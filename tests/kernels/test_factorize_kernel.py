@@ -1,0 +1,87 @@
+"""Anchors and recovery: exact on noise-free separable data; solvers against the exact one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jsmf_dask.kernels.anchors import greedy_anchors
+from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
+from jsmf_dask.kernels.recover import exponentiated_gradient, recover_weights, simplex_least_squares
+from jsmf_dask.testing.synthetic import dirichlet_topic_topic, separable_topics
+
+
+def separable_truth(n=60, k=4, seed=0):
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    B = np.empty((n, k))
+    B[perm] = separable_topics(n, k, rng, concentration=0.5, anchor_mass=0.08)
+    A = dirichlet_topic_topic(np.linspace(0.3, 0.8, k))
+    return B, A, perm[:k]
+
+
+@pytest.mark.parametrize("rectifier", ["ap", "dc", "none"])
+def test_noise_free_separable_case_is_recovered_exactly(rectifier):
+    B, A, anchors = separable_truth()
+    C = B @ A @ B.T
+    rect = rectify(C, 4, rectifier=rectifier, iterations=20, eig_tol=1e-12)
+    # C = BABᵀ already lies in every set: rectification must leave it alone.
+    np.testing.assert_allclose(rect.C, C, rtol=0, atol=1e-12 * C.max())
+    found, _ = find_anchors(rect.C, 4)
+    assert sorted(found) == sorted(anchors)
+    rec = recover(rect.C, found)
+    order = [list(found).index(a) for a in anchors]
+    np.testing.assert_allclose(rec.B[:, order], B, atol=1e-8)
+    np.testing.assert_allclose(rec.A[np.ix_(order, order)], A, atol=1e-8)
+    assert abs(rec.legality - 1) < 1e-8
+
+
+def test_greedy_anchors_by_hand():
+    # Rows: two orthogonal extremes and their mixtures; the largest row first, then the farthest from it.
+    R = np.array([[3.0, 0, 0], [0, 2.0, 0], [1.0, 1.0, 0], [0, 0, 0.5]])
+    anchors, pivots = greedy_anchors(3, lambda i: R[i], lambda q: R @ q, (R**2).sum(1))
+    assert anchors.tolist() == [0, 1, 3]
+    np.testing.assert_allclose(pivots, [3.0, 2.0, 0.5])
+    anchors, _ = greedy_anchors(2, lambda i: R[i], lambda q: R @ q, (R**2).sum(1),
+                                candidates=np.array([False, True, True, True]))
+    assert anchors.tolist() == [1, 2]
+
+
+def test_anchors_refuse_when_rank_is_short():
+    R = np.array([[1.0, 0], [2.0, 0]])
+    with pytest.raises(ValueError, match="linearly independent"):
+        greedy_anchors(2, lambda i: R[i], lambda q: R @ q, (R**2).sum(1))
+
+
+def test_simplex_least_squares_satisfies_kkt():
+    rng = np.random.default_rng(4)
+    U = rng.random((6, 40))
+    G = U @ U.T
+    for _ in range(20):
+        c = rng.random(40)
+        b = U @ c
+        y = simplex_least_squares(G, b)
+        assert y.min() >= 0 and abs(y.sum() - 1) < 1e-12
+        grad = 2 * (G @ y - b)
+        free = y > 0
+        # stationary on the free set, no descent direction into the bound set
+        assert np.ptp(grad[free]) < 1e-9 * np.abs(grad).max()
+        assert np.all(grad[~free] >= grad[free].min() - 1e-9 * np.abs(grad).max())
+
+
+def test_every_solver_within_one_percent_of_exact_on_real_rows(reuters_cbar):
+    Cbar, anchors = reuters_cbar
+    Cbar_S = Cbar[anchors]
+    G = Cbar_S @ Cbar_S.T
+    # Anchor rows are fixed to e_k by recovery, not solved; every other row is compared.
+    rows = np.setdiff1d(np.arange(Cbar.shape[0]), anchors)
+    b = Cbar[rows] @ Cbar_S.T
+    norms2 = np.einsum("ij,ij->i", Cbar[rows], Cbar[rows])
+    _, exact = recover_weights(G, b, norms2, solver="exact")
+    _, eg = recover_weights(G, b, norms2, solver="eg")
+    # relative objective gap, per word (the objective is a squared residual, > 0 for non-anchor rows)
+    rel = (eg - exact) / np.maximum(exact, 1e-300)
+    assert rel.min() > -1e-9          # nothing beats the exact solver
+    assert rel.max() < 0.01
+    Y = exponentiated_gradient(G, b, norms2=norms2)
+    assert np.allclose(Y.sum(axis=1), 1) and Y.min() >= 0

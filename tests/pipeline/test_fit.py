@@ -1,0 +1,120 @@
+"""fit: the stage against the in-memory functions, in-task against tiled, the store, bad input."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zarr
+
+from jsmf_dask import RectifiedAnchorWords, cooccur, find_anchors, fit, open_cooccurrence, open_model, recover, rectify, synth
+from jsmf_dask.exceptions import InvalidParameterError, NotFittedError, StoreError
+from tests.conftest import listing
+
+
+@pytest.fixture(scope="module")
+def synthetic_root(tmp_path_factory):
+    import dask
+
+    root = tmp_path_factory.mktemp("synth")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(root, n_docs=3000, n_words=300, n_topics=5, doc_length=80, seed=11)
+        cooccur(root, tile_size=128)
+    return root
+
+
+def test_estimator_equals_the_public_functions(synthetic_root):
+    model = RectifiedAnchorWords(n_topics=5, max_iter=40).fit(synthetic_root, overwrite=True)
+    store = open_cooccurrence(f"{synthetic_root}/cooc.zarr")
+    rect = rectify(store.C[:], 5, iterations=40)
+    anchors, _ = find_anchors(rect.C, 5, candidates=store.D1[:] >= 10)
+    rec = recover(rect.C, anchors)
+    np.testing.assert_array_equal(model.anchors_, anchors)
+    np.testing.assert_allclose(model.components_, rec.B.T, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(model.topic_topic_, rec.A, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(model.rectification_history_["delta"], rect.trace["delta"], rtol=1e-12)
+    assert model.components_.shape == (5, 300) and np.allclose(model.components_.sum(axis=1), 1)
+    assert abs(model.topic_topic_.sum() - 1) < 1e-12 and model.topic_topic_.min() >= 0
+    assert model.n_iter_ == 40 and len(model.vocabulary_) == 300
+
+
+def test_in_task_and_tiled_paths_agree(synthetic_root):
+    a = fit(synthetic_root, n_topics=5, iterations=15, eig_tol=1e-11, name="in-task", path="in-task")
+    b = fit(synthetic_root, n_topics=5, iterations=15, eig_tol=1e-11, name="tiled", path="tiled")
+    np.testing.assert_array_equal(a.anchors, b.anchors)
+    Ca = open_model(synthetic_root, "in-task").C_rect[:]
+    Cb = open_model(synthetic_root, "tiled").C_rect[:]
+    np.testing.assert_allclose(Cb, Ca, rtol=0, atol=1e-8 * Ca.max())
+    np.testing.assert_allclose(b.B, a.B, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(b.trace["delta"], a.trace["delta"], rtol=1e-6)
+
+
+def test_model_store_and_topics_file(synthetic_root):
+    result = fit(synthetic_root, n_topics=5, iterations=10, rectifier="ap", name="stored")
+    model = open_model(synthetic_root, "stored")
+    for key in ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues"):
+        assert key in model.arrays
+    assert model.arrays["B"].shape == (300, 5) and np.allclose(model.arrays["B"].sum(axis=0), 1)
+    assert set(model.trace) == {"delta", "dist_psd", "dist_normalized", "dist_nonnegative", "eig_residual", "n_matmat"}
+    assert all(v.shape == (10,) for v in model.trace.values())
+    assert model.attrs["params"]["rectifier"] == "ap" and model.attrs["n_iter"] == 10
+    assert "numpy" in model.attrs["versions"]
+    lines = (synthetic_root / "topics" / "stored.txt").read_text().splitlines()
+    assert len(lines) == 5
+    for line, anchor, top in zip(lines, result.anchors, result.top_words(), strict=True):
+        assert f"[{result.words[anchor]}]" in line and line.endswith(" ".join(top))
+    # the Baseline's least-squares A has negative entries, the anchor-based A none (paper Fig. 3)
+    base = fit(synthetic_root, n_topics=5, rectifier="none", name="baseline")
+    assert base.A.min() >= 0 and base.A_least_squares.min() < 0
+
+
+def test_estimator_params_and_not_fitted():
+    model = RectifiedAnchorWords(7, rectifier="dc", tol=1e-3)
+    assert model.get_params()["n_topics"] == 7 and model.get_params()["rectifier"] == "dc"
+    assert repr(model) == "RectifiedAnchorWords(n_topics=7, rectifier='dc', tol=0.001)"
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        model.top_words()
+    model.set_params(rectifier="AP")
+    with pytest.raises(InvalidParameterError,
+                       match=r"The 'rectifier' parameter of RectifiedAnchorWords must be a str among \{'ap', 'dc', 'none'\}\. Got 'AP' instead\."):
+        model.fit_cooccurrence(np.eye(10) / 10)
+    with pytest.raises(InvalidParameterError, match="Invalid parameter 'k'"):
+        model.set_params(k=3)
+
+
+def test_bad_parameters_and_stores(tmp_path, synthetic_root):
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic_root, root, ignore=shutil.ignore_patterns("model.zarr", "topics"))
+
+    def check(error, match, **kwargs):
+        before = listing(root)
+        with pytest.raises(error, match=match):
+            fit(root, **{"n_topics": 5, "iterations": 3, **kwargs})
+        assert listing(root) == before
+
+    check(InvalidParameterError, r"'n_topics' parameter of fit must be an int in the range \[2, 299\].*Got 300",
+          n_topics=300)
+    check(InvalidParameterError, r"'n_topics' parameter of fit must be an int in the range \[2, inf\)\. Got 1", n_topics=1)
+    check(InvalidParameterError, r"'rectifier' parameter of fit must be a str among", rectifier="ddc")
+    check(InvalidParameterError, r"only \d+ words occur in at least min_anchor_df=100000", min_anchor_df=100000)
+    # the vocabulary changed after C was built
+    vocab = pq.read_table(root / "corpus" / "vocab.parquet")
+    words = vocab.column("word").to_pylist()
+    words[0] = "changed"
+    pq.write_table(vocab.set_column(1, "word", pa.array(words)), root / "corpus" / "vocab.parquet")
+    check(StoreError, r"vocab_hash differs from .*vocab\.parquet")
+    shutil.copy(synthetic_root / "corpus" / "vocab.parquet", root / "corpus" / "vocab.parquet")
+    # NaN, then negative mass in C
+    C = zarr.open_array(str(root / "cooc.zarr" / "C"), mode="r+")
+    C[3, 4] = np.nan
+    check(StoreError, r"C has NaN or infinite entries \(first in row 3\)")
+    C[3, 4] = -1e-3
+    check(StoreError, r"C has negative entries \(row 3: -0\.001\)")
+    # corrupt and missing stores
+    (root / "cooc.zarr" / "zarr.json").write_text("{ not json")
+    check(StoreError, r"cooc\.zarr: not a Zarr group")
+    shutil.rmtree(root / "cooc.zarr")
+    check(StoreError, r"cooc\.zarr: co-occurrence store does not exist; run `jsmf cooccur` first")
