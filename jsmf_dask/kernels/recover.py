@@ -194,13 +194,16 @@ def topic_topic(C_SS: np.ndarray, B: np.ndarray, anchors: np.ndarray) -> tuple[n
     Returns
     -------
     A : ndarray, shape (K, K)
-        Sums to 1; doubly non-negative when ``C_SS`` is.
+        Sums to 1; doubly non-negative when ``C_SS`` is. All zero (and not
+        divided) when ``C_SS`` is all zero.
     raw_sum : float
         ``ΣA`` before the division (1 for an exactly rectified ``C``).
     """
     d = B[anchors, np.arange(len(anchors))]
     A = C_SS / np.outer(d, d)
     raw = float(A.sum())
+    if raw <= 0:  # the anchors never co-occur (unrectified C of rare anchors): A stays all zero
+        return A, raw
     return A / raw, raw
 
 

@@ -118,10 +118,13 @@ def top_eigenpairs(
     op = spla.LinearOperator((n, n), matvec=counted, matmat=counted, dtype=np.float64)
     residual = np.inf
     if n > 5 * b:
+        # lobpcg's tol is absolute: scale it by the dominant eigenvalue of the start block.
+        CX = counted(X)
+        scale = float(np.abs(np.linalg.eigvalsh(0.5 * (X.T @ CX + CX.T @ X))).max()) or 1.0
         for _ in range(4):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _, X = spla.lobpcg(op, X, largest=True, tol=tol * 1e-2, maxiter=max(5, max_iter // 4))
+                _, X = spla.lobpcg(op, X, largest=True, tol=0.3 * tol * scale, maxiter=max(5, max_iter // 4))
             X, _ = np.linalg.qr(X)
             CX = counted(X)
             theta, V, CV = _rayleigh_ritz(X, CX, k)
@@ -215,16 +218,22 @@ class APOperator(Protocol):
 class DenseAP:
     """:class:`APOperator` for a ``C`` held in memory (the single-task path).
 
-    The dense form of the current iterate is cached, so each AP cycle forms
-    ``YΛYᵀ`` once (O(N²K)) besides the eigensolver's products.
+    Holds two N×N buffers: the current iterate and the previous one. Forming
+    a new iterate and measuring it against the previous one happen in one pass
+    over row chunks (cache-sized), so an AP cycle streams the N² arrays a few
+    times besides the eigensolver's products.
     """
+
+    _CHUNK_BYTES = 4 << 20
 
     def __init__(self, C: np.ndarray):
         self.C = C
         self._key: LowRankIterate | None = None
         self._dense: np.ndarray | None = None
+        self._spare: np.ndarray | None = None
 
     def dense(self, iterate: LowRankIterate | None) -> np.ndarray:
+        """The dense form of ``iterate`` (``C`` itself for None); must be the latest iterate compared."""
         if iterate is None:
             return self.C
         if self._key is not iterate:
@@ -241,9 +250,22 @@ class DenseAP:
 
     def compare(self, previous, current):
         prev = self.dense(previous)
-        prev_copy = prev if previous is None else prev.copy()
-        cur = self.dense(current)
-        return float(np.linalg.norm(cur - prev_copy)), float(cur.sum()), float(np.linalg.norm(cur))
+        n = self.C.shape[0]
+        out = self._spare if self._spare is not None and self._spare is not prev else np.empty_like(self.C)
+        step = max(1, self._CHUNK_BYTES // (8 * n))
+        diff2 = total = norm2 = 0.0
+        for r0 in range(0, n, step):
+            rows = slice(r0, min(r0 + step, n))
+            block = current.block(rows, slice(0, n))
+            out[rows] = block
+            d = block - prev[rows]
+            diff2 += float(np.vdot(d, d))
+            total += float(block.sum())
+            norm2 += float(np.vdot(block, block))
+        if previous is not None:
+            self._spare = prev
+        self._dense, self._key = out, current
+        return float(np.sqrt(diff2)), total, float(np.sqrt(norm2))
 
 
 def alternating_projection(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import dask
@@ -301,6 +302,12 @@ def fit(
         objective = np.concatenate([o for _, o in parts])
         B = topic_word(weights, result.p_word)
         A, legality = topic_topic(result.C_SS, B, result.anchors)
+        if legality <= 0:
+            warnings.warn(
+                f"the {n_topics} anchors never co-occur in C (C_SS is zero), so A is zero; this happens without "
+                "rectification when rare words are anchors: raise min_anchor_df or use rectifier='ap'",
+                UserWarning, stacklevel=2,
+            )
         (BtC,) = _progress.compute(least_squares_tasks(tmp, B, block=config.get("fit.recover-block")))
         A_ls = least_squares_topic_topic(BtC, B)
         write_small(tmp, {
