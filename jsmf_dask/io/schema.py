@@ -21,6 +21,7 @@ __all__ = [
     "DOCUMENT_SCHEMA",
     "VOCAB_SCHEMA",
     "COOCCURRENCE_LAYOUT",
+    "MODEL_LAYOUT",
     "check_schema",
     "validate_documents",
     "validate_vocabulary",
@@ -93,6 +94,38 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
     },
 }
 """Layout of ``<root>/cooc.zarr`` (a Zarr v3 group)."""
+
+
+MODEL_LAYOUT: dict[str, Any] = {
+    "zarr_format": 3,
+    "path": "<root>/model.zarr/<name> (one group per fitted model; <root>/topics/<name>.txt beside it)",
+    "arrays": {
+        "anchors": {"dtype": "int64", "shape": ["K"], "meaning": "anchor word of each topic (S)"},
+        "anchor_pivots": {"dtype": "float64", "shape": ["K"], "meaning": "residual norm at each anchor pick"},
+        "B": {"dtype": "float64", "shape": ["N", "K"], "meaning": "p(word | topic), columns sum to 1"},
+        "A": {"dtype": "float64", "shape": ["K", "K"], "meaning": "p(topic, topic), sums to 1, from C_SS"},
+        "A_least_squares": {"dtype": "float64", "shape": ["K", "K"],
+                            "meaning": "the Baseline's argmin ||C - BAB^T||_F (may be negative)"},
+        "weights": {"dtype": "float64", "shape": ["N", "K"], "meaning": "p(topic | word)"},
+        "objective": {"dtype": "float64", "shape": ["N"], "meaning": "per-word squared residual of recovery"},
+        "p_word": {"dtype": "float64", "shape": ["N"], "meaning": "row sums of the rectified C"},
+        "Y": {"dtype": "float64", "shape": ["N", "K"], "meaning": "top-K eigenvectors of the rectified C"},
+        "eigenvalues": {"dtype": "float64", "shape": ["K"], "meaning": "top-K eigenvalues of the rectified C"},
+        "C_rect": {"dtype": "float64", "shape": ["N", "N"], "chunks": ["tile", "tile"],
+                   "meaning": "the rectified C (sums to 1)"},
+        "trace/<key>": {"dtype": "float64", "shape": ["iterations"],
+                        "meaning": "AP trace: delta, dist_psd, dist_normalized, dist_nonnegative, "
+                                   "eig_residual, n_matmat"},
+    },
+    "attrs": {
+        "schema_version": "int", "name": "str", "params": "object: every fit parameter",
+        "n_iter": "int", "legality": "float: sum of A before normalisation",
+        "final_eig_residual": "float", "n_words": "int", "tile_size": "int", "vocab_hash": "str",
+        "cooccurrence": "object: n_docs, n_tokens, entry_sum, corpus_manifest of the cooc store",
+        "created": "str", "versions": "object",
+    },
+}
+"""Layout of a fitted model group."""
 
 
 def _type_name(t: pa.DataType) -> str:
@@ -279,8 +312,8 @@ def published_schemas() -> dict[str, str]:
     Returns
     -------
     dict of str to str
-        JSON text for ``document_shard.schema.json``, ``vocabulary.schema.json``
-        and ``cooccurrence.zarr.json``.
+        JSON text for ``document_shard.schema.json``, ``vocabulary.schema.json``,
+        ``cooccurrence.zarr.json`` and ``model.zarr.json``.
     """
     docs = {
         "document_shard.schema.json": _schema_json(
@@ -296,5 +329,6 @@ def published_schemas() -> dict[str, str]:
             "stored corpus.",
         ),
         "cooccurrence.zarr.json": {"schema_version": SCHEMA_VERSION, **COOCCURRENCE_LAYOUT},
+        "model.zarr.json": {"schema_version": SCHEMA_VERSION, **MODEL_LAYOUT},
     }
     return {name: json.dumps(body, indent=2, sort_keys=False) + "\n" for name, body in docs.items()}
