@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 __all__ = [
     "count_matrix",
-    "BlockContribution",
+    "BlockTotals",
     "block_contribution",
     "tile_products",
 ]
@@ -50,20 +50,17 @@ def count_matrix(
 
 
 @dataclass
-class BlockContribution:
-    """What one block of documents contributes to ``C``.
+class BlockTotals:
+    """Per-word sums and counts of one or more blocks of documents (they add up over blocks).
 
     Attributes
     ----------
-    slices : list of scipy.sparse.csr_array
-        ``H̃[:, I]`` for each word block ``I`` (rows are the counted documents).
     diagonal : ndarray of float64, shape (N,)
         ``Σ_m h_i (h_i − 1) / (n_m (n_m − 1))``.
     doc_freq : ndarray of int64, shape (N,)
         Counted documents containing each word (``D1``).
     entry_sum : float
-        Sum of the block's unnormalised contribution (1 per counted document,
-        up to rounding).
+        Sum of the unnormalised contribution (1 per counted document, up to rounding).
     n_docs : int
         Documents counted (``n_m >= 2``).
     n_short : int
@@ -72,7 +69,6 @@ class BlockContribution:
         Tokens of the counted documents.
     """
 
-    slices: list[sp.csr_array]
     diagonal: np.ndarray
     doc_freq: np.ndarray
     entry_sum: float
@@ -80,8 +76,18 @@ class BlockContribution:
     n_short: int
     n_tokens: int
 
+    def __add__(self, other: BlockTotals) -> BlockTotals:
+        return BlockTotals(
+            self.diagonal + other.diagonal,
+            self.doc_freq + other.doc_freq,
+            self.entry_sum + other.entry_sum,
+            self.n_docs + other.n_docs,
+            self.n_short + other.n_short,
+            self.n_tokens + other.n_tokens,
+        )
 
-def block_contribution(H: sp.csr_array, edges: np.ndarray) -> BlockContribution:
+
+def block_contribution(H: sp.csr_array, edges: np.ndarray) -> tuple[list[sp.csr_array], BlockTotals]:
     """Scale a block's counts to ``H̃`` and split it by word block.
 
     Parameters
@@ -93,7 +99,9 @@ def block_contribution(H: sp.csr_array, edges: np.ndarray) -> BlockContribution:
 
     Returns
     -------
-    BlockContribution
+    slices : list of scipy.sparse.csr_array
+        ``H̃[:, I]`` for each word block ``I`` (rows are the counted documents).
+    totals : BlockTotals
     """
     n = np.asarray(H.sum(axis=1)).ravel().astype(np.int64)
     used = n >= 2
@@ -116,8 +124,7 @@ def block_contribution(H: sp.csr_array, edges: np.ndarray) -> BlockContribution:
     slices = [
         sp.csr_array(Hc[:, int(edges[b]) : int(edges[b + 1])]) for b in range(len(edges) - 1)
     ]
-    return BlockContribution(
-        slices=slices,
+    return slices, BlockTotals(
         diagonal=diagonal,
         doc_freq=doc_freq,
         entry_sum=entry_sum,

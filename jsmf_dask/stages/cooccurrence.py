@@ -11,8 +11,6 @@ O(tile² + batch) memory, never O(N²).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import dask
 import dask.bag as db
 import numpy as np
@@ -22,11 +20,10 @@ from dask.base import tokenize
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
 from jsmf_dask.io.zarr_store import write_tile
-from jsmf_dask.kernels.cooccurrence import block_contribution, count_matrix, tile_products
+from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, tile_products
 
 __all__ = [
     "word_block_edges",
-    "BlockSummary",
     "block_partials",
     "corpus_summary",
     "block_hashes",
@@ -56,31 +53,9 @@ def _load_slice(url: str) -> sp.csr_array:
         return sp.csr_array((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
 
 
-@dataclass
-class BlockSummary:
-    """Per-word sums and counts of one or more blocks (summed by :func:`corpus_summary`)."""
-
-    diagonal: np.ndarray
-    doc_freq: np.ndarray
-    entry_sum: float
-    n_docs: int
-    n_short: int
-    n_tokens: int
-
-    def __add__(self, other: BlockSummary) -> BlockSummary:
-        return BlockSummary(
-            self.diagonal + other.diagonal,
-            self.doc_freq + other.doc_freq,
-            self.entry_sum + other.entry_sum,
-            self.n_docs + other.n_docs,
-            self.n_short + other.n_short,
-            self.n_tokens + other.n_tokens,
-        )
-
-
 def _block_partial(
     item: tuple[int, Block], n_words: int, edges: np.ndarray, scratch: str
-) -> tuple[BlockSummary, np.ndarray]:
+) -> tuple[BlockTotals, np.ndarray]:
     index, block = item
     table = read_block(block, n_words)
     ids = table.column("word_ids").combine_chunks()
@@ -91,17 +66,14 @@ def _block_partial(
         cnt.flatten().to_numpy(),
         n_words,
     )
-    part = block_contribution(H, edges)
-    for b, m in enumerate(part.slices):
+    slices, totals = block_contribution(H, edges)
+    for b, m in enumerate(slices):
         _save_slice(_slice_url(scratch, index, b), m)
-    summary = BlockSummary(
-        part.diagonal, part.doc_freq, part.entry_sum, part.n_docs, part.n_short, part.n_tokens
-    )
-    return summary, doc_id_hashes(table.column("doc_id"))
+    return totals, doc_id_hashes(table.column("doc_id"))
 
 
 def block_partials(blocks: list[Block], n_words: int, edges: np.ndarray, scratch: str) -> db.Bag:
-    """Map: a bag with one ``(BlockSummary, doc_id hashes)`` per row-group block.
+    """Map: a bag with one ``(BlockTotals, doc_id hashes)`` per row-group block.
 
     Side effect of each task: ``H̃[:, I]`` of its block for every word block
     ``I``, written under ``scratch`` (idempotent: a rerun rewrites the same files).
@@ -111,7 +83,7 @@ def block_partials(blocks: list[Block], n_words: int, edges: np.ndarray, scratch
     )
 
 
-def _sum_summaries(items) -> BlockSummary | None:
+def _sum_summaries(items) -> BlockTotals | None:
     total = None
     for s in items:
         total = s if total is None else total + s
@@ -127,7 +99,7 @@ def _second(pair):
 
 
 def corpus_summary(partials: db.Bag) -> db.Item:
-    """Reduce: the :class:`BlockSummary` of the whole corpus (summed on the workers)."""
+    """Reduce: the :class:`BlockTotals` of the whole corpus (summed on the workers)."""
     return partials.map(_first).reduction(_sum_summaries, _sum_summaries, split_every=8)
 
 

@@ -14,7 +14,7 @@ from tests.conftest import dense_cooccurrence
 def assemble(docs: list[dict[int, int]], n_words: int, tile: int, blocks: int) -> np.ndarray:
     """C from the kernels, as the stage combines them: blocks of documents × tiles of words."""
     edges = np.unique(np.r_[np.arange(0, n_words, tile), n_words])
-    parts = []
+    parts = []  # (slices, totals) of each block
     for chunk in np.array_split(np.arange(len(docs)), blocks):
         rows = [docs[i] for i in chunk]
         offsets = np.r_[0, np.cumsum([len(d) for d in rows])]
@@ -24,11 +24,11 @@ def assemble(docs: list[dict[int, int]], n_words: int, tile: int, blocks: int) -
     C = np.zeros((n_words, n_words))
     for i in range(len(edges) - 1):
         for j in range(len(edges) - 1):
-            for p in parts:
-                c, _ = tile_products(p.slices[i], p.slices[j], codoc=False)
+            for slices, _ in parts:
+                c, _ = tile_products(slices[i], slices[j], codoc=False)
                 C[edges[i]:edges[i + 1], edges[j]:edges[j + 1]] += c
-    np.fill_diagonal(C, sum(p.diagonal for p in parts))
-    total = sum(p.entry_sum for p in parts)
+    np.fill_diagonal(C, sum(t.diagonal for _, t in parts))
+    total = sum(t.entry_sum for _, t in parts)
     return C / total
 
 
@@ -42,18 +42,18 @@ def test_three_documents_by_hand():
     np.testing.assert_allclose(C, expected, rtol=1e-15, atol=0)
     offsets = np.array([0, 2, 4, 5])
     H = count_matrix(offsets, np.array([0, 1, 1, 2, 0], np.int32), np.array([2, 1, 1, 1, 1], np.int32), 3)
-    part = block_contribution(H, np.array([0, 3]))
-    assert (part.n_docs, part.n_short, part.n_tokens) == (2, 1, 5)
-    np.testing.assert_array_equal(part.doc_freq, [1, 2, 1])
-    np.testing.assert_allclose(part.diagonal, [2 / 6, 0, 0], rtol=1e-15)
-    assert abs(part.entry_sum - 2.0) < 1e-15
+    _, totals = block_contribution(H, np.array([0, 3]))
+    assert (totals.n_docs, totals.n_short, totals.n_tokens) == (2, 1, 5)
+    np.testing.assert_array_equal(totals.doc_freq, [1, 2, 1])
+    np.testing.assert_allclose(totals.diagonal, [2 / 6, 0, 0], rtol=1e-15)
+    assert abs(totals.entry_sum - 2.0) < 1e-15
 
 
 def test_codoc_counts_are_binary_products():
     rng = np.random.default_rng(0)
     H = sp.csr_array(rng.poisson(0.3, size=(40, 12)))
-    part = block_contribution(H, np.array([0, 5, 12]))
-    _, d2 = tile_products(part.slices[0], part.slices[1])
+    slices, _ = block_contribution(H, np.array([0, 5, 12]))
+    _, d2 = tile_products(slices[0], slices[1])
     used = np.asarray(H.sum(axis=1)).ravel() >= 2
     Bin = (H.toarray()[used] > 0).astype(int)
     np.testing.assert_array_equal(d2, Bin[:, :5].T @ Bin[:, 5:])

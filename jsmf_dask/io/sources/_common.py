@@ -1,0 +1,80 @@
+"""Shared pieces of the input readers: read summaries, opening files, string-term blocks."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from jsmf_dask.exceptions import InputError
+from jsmf_dask.io.fs import get_fs
+
+__all__ = ["ReadSummary", "open_input", "string_blocks", "INT_PATTERN", "NUMBER_PATTERN"]
+
+INT_PATTERN = re.compile(r"^-?[0-9]+$")
+NUMBER_PATTERN = r"^\s*-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$"
+
+
+@dataclass
+class ReadSummary:
+    """What a partition's reader saw besides its documents.
+
+    Attributes
+    ----------
+    n_docs : int
+        Documents read, including empty ones (M for the idf).
+    n_empty : int
+        Documents with no term at all (they never reach a block).
+    n_ignored : int
+        Input records ignored by rule (for ratings: those worth 0 copies).
+    """
+
+    n_docs: int = 0
+    n_empty: int = 0
+    n_ignored: int = 0
+
+
+def open_input(url: str):
+    """Open an input file for binary reading, decompressing by its extension; InputError if missing."""
+    fs, path = get_fs(url)
+    if not fs.exists(path):
+        raise InputError(f"{url}: no such file")
+    return fs.open(path, "rb", compression="infer")
+
+
+def _string_docs_table(doc_ids: list[str], docs: list[Counter[str]]) -> pa.Table:
+    terms = [list(c.keys()) for c in docs]
+    counts = [list(c.values()) for c in docs]
+    return pa.table(
+        {
+            "doc_id": pa.array(doc_ids, pa.string()),
+            "terms": pa.array(terms, pa.list_(pa.string())),
+            "counts": pa.array(counts, pa.list_(pa.int32())),
+        }
+    )
+
+
+def string_blocks(
+    docs: Iterable[tuple[str, Counter[str]]], block_size: int, summary: ReadSummary
+) -> Iterator[pa.Table]:
+    """Group ``(doc_id, term counts)`` pairs into raw blocks of ``block_size`` documents.
+
+    Every document is counted in ``summary``; empty ones are counted as such and dropped.
+    """
+    ids: list[str] = []
+    batch: list[Counter[str]] = []
+    for doc_id, counts in docs:
+        summary.n_docs += 1
+        if not counts:
+            summary.n_empty += 1
+            continue
+        ids.append(doc_id)
+        batch.append(counts)
+        if len(ids) >= block_size:
+            yield _string_docs_table(ids, batch)
+            ids, batch = [], []
+    if ids:
+        yield _string_docs_table(ids, batch)

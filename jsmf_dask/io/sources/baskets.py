@@ -1,0 +1,53 @@
+"""Baskets or playlists: one basket per line, items separated by a delimiter."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from jsmf_dask.exceptions import InputError
+from jsmf_dask.io.fs import get_fs
+from jsmf_dask.io.sources._common import ReadSummary, open_input, string_blocks
+
+__all__ = ["BasketsPartition", "baskets_partitions"]
+
+@dataclass(frozen=True)
+class BasketsPartition:
+    """A file of baskets or playlists: one basket per line, items separated by ``delimiter``."""
+
+    url: str
+    delimiter: str
+    block_size: int
+
+    @property
+    def source(self) -> str:
+        return self.url
+
+    def read(self) -> Iterator[pa.Table]:
+        summary = ReadSummary()
+        yield from string_blocks(self._docs(), self.block_size, summary)
+        return summary
+
+    def _docs(self) -> Iterator[tuple[str, Counter[str]]]:
+        name = posixpath.basename(get_fs(self.url)[1])
+        with open_input(self.url) as f, io.TextIOWrapper(f, encoding="utf-8", errors="replace") as lines:
+            for lineno, raw in enumerate(lines, start=1):
+                items = Counter(x.strip() for x in raw.rstrip("\r\n").split(self.delimiter))
+                items.pop("", None)
+                yield f"{name}:{lineno}", items
+
+
+def baskets_partitions(inputs: Sequence[str], *, delimiter: str, block_size: int) -> list[BasketsPartition]:
+    """One partition per baskets file."""
+    parts = []
+    for url in inputs:
+        fs, path = get_fs(url)
+        if not fs.exists(path) or fs.isdir(path):
+            raise InputError(f"{url}: no such file")
+        parts.append(BasketsPartition(url, delimiter, block_size))
+    return parts

@@ -1,0 +1,210 @@
+"""UCI bag of words: ``docword.X.txt[.gz]`` (header D, W, NNZ; then ``docID wordID count``) and ``vocab.X.txt``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from jsmf_dask.exceptions import InputError
+from jsmf_dask.io.sources._common import INT_PATTERN, ReadSummary, open_input
+
+__all__ = ["read_uci_vocabulary", "UCIPartition", "uci_partitions"]
+
+def read_uci_vocabulary(url: str) -> list[str]:
+    """Words of a UCI ``vocab.*.txt`` (line k is word k), checked for blanks and repeats."""
+    with open_input(url) as f:
+        text = f.read().decode("utf-8", errors="strict")
+    words = text.splitlines()
+    seen: dict[str, int] = {}
+    for i, w in enumerate(words, start=1):
+        w = w.strip()
+        if not w:
+            raise InputError(f"{url}: line {i}: empty word; expected one word per line")
+        if w in seen:
+            raise InputError(f"{url}: line {i}: word {w!r} repeats line {seen[w]}; expected unique words")
+        seen[w] = i
+    return [w.strip() for w in words]
+
+
+@dataclass(frozen=True)
+class UCIPartition:
+    """A UCI ``docword`` file (header D, W, NNZ; then ``docID wordID count`` lines).
+
+    Terms are 0-based indices into the vocabulary file of ``n_vocab`` words.
+    """
+
+    url: str
+    n_vocab: int
+    vocab_url: str
+    doc_names: tuple[str, ...] | None = None
+    block_size: int = 20000
+    batch_bytes: int = 1 << 24
+
+    @property
+    def source(self) -> str:
+        return self.url
+
+    def read(self) -> Iterator[pa.Table]:
+        summary = ReadSummary()
+        with open_input(self.url) as f:
+            header = [f.readline() for _ in range(3)]
+            values = []
+            for i, (name, line) in enumerate(zip(("D", "W", "NNZ"), header, strict=True), start=1):
+                text = line.decode("utf-8", errors="replace").strip()
+                if not INT_PATTERN.match(text) or int(text) < 0:
+                    raise InputError(
+                        f"{self.url}: line {i}: header field {name} is {text!r}; expected a non-negative integer"
+                    )
+                values.append(int(text))
+            n_docs, n_vocab, nnz = values
+            if n_vocab != self.n_vocab:
+                raise InputError(
+                    f"{self.url}: line 2: header W={n_vocab} but {self.vocab_url} has {self.n_vocab} words"
+                )
+            if self.doc_names is not None and len(self.doc_names) != n_docs:
+                raise InputError(
+                    f"{self.url}: line 1: header D={n_docs} but the document-id file has {len(self.doc_names)} lines"
+                )
+            yield from self._body(f, n_docs, nnz, summary)
+        return summary
+
+    def _body(self, f, n_docs: int, nnz: int, summary: ReadSummary) -> Iterator[pa.Table]:
+        bad_row: list[int] = []
+
+        def on_invalid(row) -> str:
+            bad_row.append(row.number)
+            return "error"
+
+        cols = ["doc", "word", "count"]
+        reader_opts = dict(
+            read_options=pacsv.ReadOptions(column_names=cols, use_threads=False, block_size=self.batch_bytes),
+            parse_options=pacsv.ParseOptions(delimiter=" ", invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in cols}),
+        )
+        seen_rows = 0
+        carry: tuple[np.ndarray, ...] | None = None
+        last_doc = 0
+        n_seen_docs = 0
+        pending: list[pa.Table] = []
+        pending_docs = 0
+        try:
+            reader = pacsv.open_csv(f, **reader_opts)
+            for batch in reader:
+                arrays = []
+                for j, name in enumerate(cols):
+                    col = batch.column(j)
+                    ok = pc.match_substring_regex(col, r"^-?[0-9]+$").to_numpy(zero_copy_only=False)
+                    if not ok.all():
+                        r = int(np.flatnonzero(~ok)[0])
+                        raise InputError(
+                            f"{self.url}: line {4 + seen_rows + r}: field {name} is {col[r].as_py()!r}; "
+                            "expected an integer"
+                        )
+                    arrays.append(pc.cast(col, pa.int64()).to_numpy())
+                doc, word, count = arrays
+                line = 4 + seen_rows + np.arange(doc.size)
+                seen_rows += doc.size
+                self._check_ranges(doc, word, count, line, n_docs)
+                if carry is not None:
+                    doc, word, count, line = (np.concatenate([c, a]) for c, a in zip(carry, (doc, word, count, line), strict=True))
+                back = np.flatnonzero(np.diff(np.concatenate([[last_doc], doc])) < 0)
+                if back.size:
+                    r = int(back[0])
+                    prev = last_doc if r == 0 else doc[r - 1]
+                    raise InputError(
+                        f"{self.url}: line {line[r]}: docID {doc[r]} after docID {prev}; "
+                        "expected lines grouped by document in increasing docID order"
+                    )
+                last_doc = int(doc[-1]) if doc.size else last_doc
+                # The last document may continue in the next batch.
+                cut = int(np.searchsorted(doc, doc[-1], side="left")) if doc.size else 0
+                carry = (doc[cut:], word[cut:], count[cut:], line[cut:])
+                if cut:
+                    table = self._docs(doc[:cut], word[:cut], count[:cut], line[:cut])
+                    n_seen_docs += table.num_rows
+                    pending.append(table)
+                    pending_docs += table.num_rows
+                    while pending_docs >= self.block_size:
+                        whole = pa.concat_tables(pending)
+                        yield whole.slice(0, self.block_size)
+                        pending = [whole.slice(self.block_size)]
+                        pending_docs = pending[0].num_rows
+        except pa.ArrowInvalid as err:
+            where = f"line {3 + bad_row[0]}" if bad_row else "body"
+            raise InputError(
+                f"{self.url}: {where}: expected three space-separated integers 'docID wordID count' ({err})"
+            ) from err
+        if carry is not None and carry[0].size:
+            table = self._docs(*carry)
+            n_seen_docs += table.num_rows
+            pending.append(table)
+            pending_docs += table.num_rows
+        if pending_docs:
+            whole = pa.concat_tables(pending)
+            for start in range(0, whole.num_rows, self.block_size):
+                yield whole.slice(start, self.block_size)
+        if seen_rows != nnz:
+            raise InputError(
+                f"{self.url}: line 3: header NNZ={nnz} but the body has {seen_rows} 'docID wordID count' lines"
+            )
+        summary.n_docs = n_docs
+        summary.n_empty = n_docs - n_seen_docs
+
+    def _check_ranges(self, doc, word, count, line, n_docs) -> None:
+        checks = (
+            ((doc < 1) | (doc > n_docs), "docID", doc, f"in 1..{n_docs} (header D)"),
+            ((word < 1) | (word > self.n_vocab), "wordID", word, f"in 1..{self.n_vocab} (header W)"),
+            (count <= 0, "count", count, "> 0"),
+        )
+        for mask, name, values, expected in checks:
+            bad = np.flatnonzero(mask)
+            if bad.size:
+                r = int(bad[0])
+                raise InputError(f"{self.url}: line {line[r]}: {name} is {values[r]}; expected {expected}")
+
+    def _docs(self, doc, word, count, line) -> pa.Table:
+        order = np.lexsort((word, doc))
+        doc, word, count, line = doc[order], word[order], count[order], line[order]
+        dup = np.flatnonzero((np.diff(doc) == 0) & (np.diff(word) == 0))
+        if dup.size:
+            r = int(dup[0])
+            raise InputError(
+                f"{self.url}: line {line[r + 1]}: docID {doc[r]} wordID {word[r]} repeats line {line[r]}; "
+                "expected each (docID, wordID) once"
+            )
+        starts = np.flatnonzero(np.concatenate([[True], np.diff(doc) != 0]))
+        offsets = np.concatenate([starts, [doc.size]]).astype(np.int32)
+        ids = doc[starts]
+        if self.doc_names is not None:
+            names = [self.doc_names[i - 1] for i in ids]
+        else:
+            names = [str(i) for i in ids]
+        return pa.table(
+            {
+                "doc_id": pa.array(names, pa.string()),
+                "terms": pa.ListArray.from_arrays(pa.array(offsets), pa.array((word - 1).astype(np.int32))),
+                "counts": pa.ListArray.from_arrays(pa.array(offsets), pa.array(count.astype(np.int32))),
+            }
+        )
+
+
+def uci_partitions(
+    docwords: Sequence[str], vocab_url: str, *, doc_ids_url: str | None, block_size: int
+) -> tuple[list[UCIPartition], list[str]]:
+    """Partitions (one per docword file) and the vocabulary words."""
+    words = read_uci_vocabulary(vocab_url)
+    names = None
+    if doc_ids_url is not None:
+        with open_input(doc_ids_url) as f:
+            names = tuple(line.strip() for line in f.read().decode("utf-8").splitlines())
+    parts = [
+        UCIPartition(u, len(words), vocab_url, names, block_size) for u in docwords
+    ]
+    return parts, words
+
+
