@@ -93,7 +93,9 @@ def rectify(
             out = (Y * lam) @ Y.T
         else:
             out = op.dense(iterate)
-        return Rectified(out / out.sum(), eig, trace.as_arrays(), n_iter)
+        del op  # drops AP's second buffer before the caller goes on
+        out /= out.sum()
+        return Rectified(out, eig, trace.as_arrays(), n_iter)
     if rectifier == "dc":
         out = diagonal_completion(C, n_topics, permutations=dc_permutations, rng=rng)
     elif rectifier == "none":

@@ -4,7 +4,7 @@ Two execution paths for rectification (DESIGN §2):
 
 * **in-task** (:func:`rectify_in_task`): one task loads ``C`` and runs the
   whole AP loop (or DC) with threaded BLAS on one worker, then picks the
-  anchors; memory ~5·8N² bytes, checked by the caller before it starts.
+  anchors; memory ~3.5·8N² bytes, checked by the caller before it starts.
 * **tiled** (:func:`row_block_tasks` and friends): the operator
   ``max(YΛYᵀ + c, 0)`` is applied row block by row block as Dask tasks, never
   materialising N×N in one task; the loop itself runs in the caller.
@@ -71,8 +71,8 @@ class RectifyResult:
 
 
 def in_task_memory(n_words: int) -> int:
-    """Bytes the in-task path needs: C, the dense iterate, a copy and temporaries (5 · 8N²)."""
-    return 5 * 8 * n_words * n_words + (256 << 20)
+    """Bytes the in-task path needs: C and AP's two iterate buffers (3 · 8N²), plus 1/2 · 8N² of slack."""
+    return int(3.5 * 8 * n_words * n_words) + (256 << 20)
 
 
 def _read_dense(url: str, name: str) -> np.ndarray:

@@ -118,3 +118,15 @@ def test_bad_parameters_and_stores(tmp_path, synthetic_root):
     check(StoreError, r"cooc\.zarr: not a Zarr group")
     shutil.rmtree(root / "cooc.zarr")
     check(StoreError, r"cooc\.zarr: co-occurrence store does not exist; run `jsmf cooccur` first")
+
+
+def test_tiled_ap_equals_plain_dense_ap_n500(tmp_path):
+    from tests.kernels.test_rectify_kernel import reference_ap
+
+    synth(tmp_path, n_docs=2000, n_words=500, n_topics=6, doc_length=60, seed=5)
+    cooccur(tmp_path, tile_size=128)
+    fit(tmp_path, n_topics=6, iterations=10, eig_tol=1e-11, path="tiled", min_anchor_df=0)
+    tiled = open_model(tmp_path, "k6-ap").C_rect[:]
+    reference = reference_ap(open_cooccurrence(f"{tmp_path}/cooc.zarr").C[:], 6, 10)
+    # The tiled operator max(YΛYᵀ + c, 0) applied by row blocks vs numpy.linalg.eigh on the dense matrix.
+    np.testing.assert_allclose(tiled, reference, rtol=0, atol=1e-8 * reference.max())
