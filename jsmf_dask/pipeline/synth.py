@@ -114,7 +114,7 @@ def synth(
     covariance = random_covariance(n_topics, rng) if prior == "correlated" else None
     corpus = sample_corpus(B, alphas, n_docs, doc_length, rng, prior=prior, covariance=covariance)
     root = os.fspath(root)
-    write_corpus(root, corpus, docs_per_shard=docs_per_shard, row_group_size=row_group_size, overwrite=overwrite)
+    write_corpus(root, corpus, n_words, docs_per_shard=docs_per_shard, row_group_size=row_group_size, overwrite=overwrite)
     with staged_output(truth_path(root), overwrite=overwrite) as tmp:
         group = zarr.open_group(zarr_store(tmp), mode="w", zarr_format=3)
         theta = corpus.theta

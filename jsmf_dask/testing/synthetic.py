@@ -176,14 +176,14 @@ def sample_corpus(
 def write_corpus(
     root: str,
     corpus: SyntheticCorpus,
+    n_words: int,
     *,
     words: list[str] | None = None,
     docs_per_shard: int = 50000,
     row_group_size: int = 10000,
     overwrite: bool = False,
 ) -> None:
-    """Write ``corpus`` as ``<root>/corpus`` (shards + vocabulary), in the stored schema."""
-    n_words = int(corpus.word_ids.max()) + 1 if words is None else len(words)
+    """Write ``corpus`` as ``<root>/corpus`` (shards + a vocabulary of ``n_words`` words ``w00000``…)."""
     if words is None:
         words = [f"w{i:05d}" for i in range(n_words)]
     df = np.bincount(corpus.word_ids, minlength=n_words)

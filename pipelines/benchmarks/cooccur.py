@@ -42,7 +42,7 @@ def generate(root: Path, n_docs: int, n_words: int, length: float, seed: int) ->
     rng = np.random.default_rng(seed)
     B = separable_topics(n_words, 100, rng, concentration=0.05)
     corpus = sample_corpus(B, np.full(100, 0.1), n_docs, length, rng)
-    write_corpus(root, corpus, docs_per_shard=50000, row_group_size=10000, overwrite=True)
+    write_corpus(root, corpus, n_words, docs_per_shard=50000, row_group_size=10000, overwrite=True)
 
 
 def reference(root: str) -> dict:

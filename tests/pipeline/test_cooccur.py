@@ -101,7 +101,7 @@ def test_unbiased_estimate_converges_as_one_over_sqrt_m(tmp_path):
     errors = []
     for M in (1000, 10000, 100000):
         corpus = sample_corpus(B, alpha, M, 40, np.random.default_rng(M))
-        write_corpus(tmp_path / str(M), corpus, row_group_size=20000, words=[f"w{i}" for i in range(150)])
+        write_corpus(tmp_path / str(M), corpus, 150, row_group_size=20000)
         cooccur(tmp_path / str(M), tile_size=64)
         C = open_cooccurrence(f"{tmp_path}/{M}/cooc.zarr").C[:]
         errors.append(np.linalg.norm(C - truth))
