@@ -117,11 +117,12 @@ def gibbs(root: Path, k: int, iterations: int, docs: int | None, workers: int, a
 
     n_words = pq.read_metadata(root / "corpus" / "vocab.parquet").num_rows
     model = tp.LDAModel(k=k, alpha=alpha, eta=0.01, seed=1)
+    names = [f"w{i:05d}" for i in range(n_words)]
     seen = 0
     for shard in sorted((root / "corpus").glob("part-*.parquet")):
         t = pq.read_table(shard)
         for ids, cnt in zip(t.column("word_ids").to_pylist(), t.column("counts").to_pylist(), strict=True):
-            model.add_doc([f"w{i:05d}" for i, c in zip(ids, cnt, strict=True) for _ in range(c)])
+            model.add_doc([names[i] for i, c in zip(ids, cnt, strict=True) for _ in range(c)])
             seen += 1
             if docs is not None and seen >= docs:
                 break
