@@ -37,6 +37,7 @@ from jsmf_dask.stages.fit import (
     recovery_tasks,
     rectify_in_task,
     row_block_tasks,
+    copy_tasks,
     write_iterate_tasks,
     write_small,
 )
@@ -155,7 +156,7 @@ def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: 
     elif params.rectifier == "none":
         eig = top_eigenpairs(lambda V: op.matmat(None, V), n, params.n_topics, tol=params.eig_tol, rng=rng)
         stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, (cooc_url, "C"))))
-        _copy_matrix(cooc_url, model_url, edges, float(stats[:, 0].sum()))
+        _progress.compute(*copy_tasks(cooc_url, model_url, edges, float(stats[:, 0].sum())))
     else:
         raise InvalidParameterError("rectifier='dc' runs on the in-task path only (it needs the whole C); "
                                     "use path='in-task' or rectifier='ap'")
@@ -177,18 +178,6 @@ def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: 
     Cbar_S = np.vstack([row(int(a)) for a in anchors])
     C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
     return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS)
-
-
-def _copy_rows(cooc_url: str, model_url: str, rows: tuple[int, int], scale: float) -> None:
-    src = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"]
-    dst = zarr.open_group(zarr_store(model_url), mode="r+")["C_rect"]
-    dst[rows[0] : rows[1], :] = src[rows[0] : rows[1], :] / scale
-
-
-def _copy_matrix(cooc_url: str, model_url: str, edges: np.ndarray, scale: float) -> None:
-    tasks = [dask.delayed(_copy_rows, pure=True)(cooc_url, model_url, (int(edges[i]), int(edges[i + 1])), scale)
-             for i in range(len(edges) - 1)]
-    _progress.compute(*tasks)
 
 
 def fit(

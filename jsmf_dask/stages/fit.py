@@ -38,6 +38,7 @@ __all__ = [
     "least_squares_tasks",
     "row_block_tasks",
     "write_iterate_tasks",
+    "copy_tasks",
     "write_small",
 ]
 
@@ -262,6 +263,17 @@ def write_iterate_tasks(model_url: str, iterate: LowRankIterate, edges: np.ndarr
         dask.delayed(_write_iterate_rows, pure=True)(model_url, shared, rows, edges, scale)
         for rows in _tiles(edges)
     ]
+
+
+def _copy_rows(cooc_url: str, model_url: str, rows: tuple[int, int], scale: float) -> None:
+    src = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"]
+    dst = zarr.open_group(zarr_store(model_url), mode="r+")["C_rect"]
+    dst[rows[0] : rows[1], :] = src[rows[0] : rows[1], :] / scale
+
+
+def copy_tasks(cooc_url: str, model_url: str, edges: np.ndarray, scale: float) -> list[dask.delayed]:
+    """Copy ``C / scale`` into ``C_rect`` row block by row block (the tiled path without rectification)."""
+    return [dask.delayed(_copy_rows, pure=True)(cooc_url, model_url, rows, scale) for rows in _tiles(edges)]
 
 
 def write_small(model_url: str, arrays: dict[str, np.ndarray]) -> None:

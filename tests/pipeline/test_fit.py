@@ -50,6 +50,11 @@ def test_in_task_and_tiled_paths_agree(synthetic_root):
     np.testing.assert_allclose(Cb, Ca, rtol=0, atol=1e-8 * Ca.max())
     np.testing.assert_allclose(b.B, a.B, rtol=0, atol=1e-8)
     np.testing.assert_allclose(b.trace["delta"], a.trace["delta"], rtol=1e-6)
+    # and without rectification (the Baseline)
+    a = fit(synthetic_root, n_topics=5, rectifier="none", name="none-in-task", path="in-task")
+    b = fit(synthetic_root, n_topics=5, rectifier="none", name="none-tiled", path="tiled")
+    np.testing.assert_array_equal(a.anchors, b.anchors)
+    np.testing.assert_allclose(b.B, a.B, rtol=0, atol=1e-12)
 
 
 def test_model_store_and_topics_file(synthetic_root):
