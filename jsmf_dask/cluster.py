@@ -49,7 +49,7 @@ def connect(
     memory_limit : str or int, optional
         LocalCluster memory per worker (default: total memory / workers).
     dashboard : bool, default=True
-        Serve the LocalCluster's dashboard on a free loopback port.
+        Report the LocalCluster's dashboard (served on a free loopback port) through ``on_dashboard``.
     on_dashboard : callable, optional
         Called with the dashboard link once the cluster is up.
     connect_timeout : float, default=10
@@ -89,7 +89,7 @@ def connect(
             processes=True,
             memory_limit=memory_limit,
             host="127.0.0.1",
-            dashboard_address="127.0.0.1:0" if dashboard else None,
+            dashboard_address="127.0.0.1:0",  # a free loopback port (None would mean the default :8787)
         ) as cluster, Client(cluster) as client, dask.config.set(scheduler="dask.distributed"):
             if on_dashboard is not None and dashboard:
                 on_dashboard(client.dashboard_link)
