@@ -13,13 +13,17 @@ __all__ = ["compute", "active_client"]
 
 
 def active_client():
-    """The current :class:`distributed.Client`, or None when dask runs locally."""
+    """The :class:`distributed.Client` that graphs will run on, or None when dask runs locally.
+
+    None also when a client exists but ``dask.config`` selects a local scheduler.
+    """
     try:
         from distributed import default_client
 
-        return default_client()
+        client = default_client()
     except (ImportError, ValueError):
         return None
+    return client if dask.config.get("scheduler", None) in (None, "dask.distributed") else None
 
 
 def compute(*collections: Any) -> tuple[Any, ...]:
@@ -31,7 +35,7 @@ def compute(*collections: Any) -> tuple[Any, ...]:
     """
     show = bool(config.get("progress"))
     client = active_client()
-    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed"):
+    if client is not None:
         futures = client.compute(list(collections))
         if show:
             from distributed import progress

@@ -285,8 +285,9 @@ def fit(
             (result,) = _progress.compute(task)
         else:
             result = _rectify_tiled(store.url, tmp, params, edges, candidates)
-        parts = _progress.compute(*recovery_tasks(tmp, result.p_word, result.Cbar_S, result.anchors, solver,
-                                                   block=config.get("fit.recover-block")))
+        Cbar_S = client.scatter(result.Cbar_S, broadcast=True) if client is not None else result.Cbar_S
+        parts = _progress.compute(*recovery_tasks(tmp, result.p_word, Cbar_S, result.Cbar_S @ result.Cbar_S.T,
+                                                   result.anchors, solver, block=config.get("fit.recover-block")))
         weights = np.vstack([w for w, _ in parts])
         objective = np.concatenate([o for _, o in parts])
         B = topic_word(weights, result.p_word)

@@ -141,12 +141,16 @@ def _recover_block(
 
 
 def recovery_tasks(
-    model_url: str, p_word: np.ndarray, Cbar_S: np.ndarray, anchors: np.ndarray, solver: str, *, block: int
+    model_url: str, p_word: np.ndarray, Cbar_S, G: np.ndarray, anchors: np.ndarray, solver: str, *, block: int
 ) -> list[dask.delayed]:
-    """One delayed task per block of ``block`` words → ``(weights, objective)`` of those words."""
+    """One delayed task per block of ``block`` words → ``(weights, objective)`` of those words.
+
+    ``Cbar_S`` (K×N) may be an array or a future already on the cluster (K×N is
+    12 MB at K = 100, N = 15k: scatter it rather than embed it in the graph).
+    """
     n = p_word.shape[0]
-    G = Cbar_S @ Cbar_S.T
-    shared = dask.delayed(Cbar_S, pure=True), dask.delayed(G, pure=True)
+    shared = (dask.delayed(Cbar_S, pure=True) if isinstance(Cbar_S, np.ndarray) else Cbar_S,
+              dask.delayed(G, pure=True))
     return [
         dask.delayed(_recover_block, pure=True)(
             model_url, (r0, min(r0 + block, n)), p_word[r0 : r0 + block], *shared, anchors, solver,
