@@ -135,3 +135,19 @@ def test_tiled_ap_equals_plain_dense_ap_n500(tmp_path):
     reference = reference_ap(open_cooccurrence(f"{tmp_path}/cooc.zarr").C[:], 6, 10)
     # The tiled operator max(YΛYᵀ + c, 0) applied by row blocks vs numpy.linalg.eigh on the dense matrix.
     np.testing.assert_allclose(tiled, reference, rtol=0, atol=1e-8 * reference.max())
+
+
+def test_in_task_memory_is_checked_before_starting():
+    from jsmf_dask.pipeline.fit import _fat_worker
+    from jsmf_dask.stages.fit import in_task_memory
+
+    class FakeClient:
+        def scheduler_info(self, n_workers=-1):
+            return {"workers": {"tcp://10.0.0.1:1": {"memory_limit": 4 * 2**30},
+                                "tcp://10.0.0.2:1": {"memory_limit": 8 * 2**30}}}
+
+    need = in_task_memory(15000)  # 3.5 · 8 · 15000² bytes ≈ 5.9 GiB
+    assert _fat_worker(FakeClient(), need) == "tcp://10.0.0.2:1"
+    with pytest.raises(StoreError, match=r"needs about 8\.\d GiB in one task; the largest worker \(tcp://10\.0\.0\.2:1\) "
+                                         r"has a memory limit of 8\.0 GiB\. Start a worker with --memory-limit"):
+        _fat_worker(FakeClient(), in_task_memory(18000))
