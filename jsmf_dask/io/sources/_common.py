@@ -12,7 +12,7 @@ import pyarrow as pa
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs
 
-__all__ = ["ReadSummary", "open_input", "string_blocks", "INT_PATTERN", "NUMBER_PATTERN"]
+__all__ = ["ReadSummary", "open_input", "string_blocks", "StringSource", "INT_PATTERN", "NUMBER_PATTERN"]
 
 INT_PATTERN = re.compile(r"^-?[0-9]+$")
 NUMBER_PATTERN = r"^\s*-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$"
@@ -78,3 +78,22 @@ def string_blocks(
             ids, batch = [], []
     if ids:
         yield _string_docs_table(ids, batch)
+
+
+class StringSource:
+    """Base of the partitions whose documents are ``(doc_id, term counts)`` pairs from ``_docs``.
+
+    Subclasses are frozen dataclasses with a ``block_size`` field and a
+    ``_docs(summary)`` generator; ``read()`` groups the documents into raw
+    blocks and returns the :class:`ReadSummary`.
+    """
+
+    block_size: int
+
+    def _docs(self, summary: ReadSummary) -> Iterator[tuple[str, Counter[str]]]:
+        raise NotImplementedError
+
+    def read(self) -> Iterator[pa.Table]:
+        summary = ReadSummary()
+        yield from string_blocks(self._docs(summary), self.block_size, summary)
+        return summary

@@ -8,16 +8,15 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import pyarrow as pa
 
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs
-from jsmf_dask.io.sources._common import ReadSummary, open_input, string_blocks
+from jsmf_dask.io.sources._common import StringSource, ReadSummary, open_input
 
 __all__ = ["BasketsPartition", "baskets_partitions"]
 
 @dataclass(frozen=True)
-class BasketsPartition:
+class BasketsPartition(StringSource):
     """A file of baskets or playlists: one basket per line, items separated by ``delimiter``."""
 
     url: str
@@ -28,12 +27,7 @@ class BasketsPartition:
     def source(self) -> str:
         return self.url
 
-    def read(self) -> Iterator[pa.Table]:
-        summary = ReadSummary()
-        yield from string_blocks(self._docs(), self.block_size, summary)
-        return summary
-
-    def _docs(self) -> Iterator[tuple[str, Counter[str]]]:
+    def _docs(self, summary: ReadSummary) -> Iterator[tuple[str, Counter[str]]]:
         name = posixpath.basename(get_fs(self.url)[1])
         with open_input(self.url) as f, io.TextIOWrapper(f, encoding="utf-8", errors="replace") as lines:
             for lineno, raw in enumerate(lines, start=1):

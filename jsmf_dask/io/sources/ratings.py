@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, join
-from jsmf_dask.io.sources._common import NUMBER_PATTERN, ReadSummary, string_blocks
+from jsmf_dask.io.sources._common import StringSource, NUMBER_PATTERN, ReadSummary
 
 __all__ = ["RatingsColumns", "partition_ratings_file", "RatingsBucketPartition", "ratings_buckets"]
 
@@ -125,7 +125,7 @@ def _bucket_of(user: pa.Array, n_buckets: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class RatingsBucketPartition:
+class RatingsBucketPartition(StringSource):
     """All ratings of the users hashed to one bucket: one document per user."""
 
     files: tuple[str, ...]
@@ -136,12 +136,7 @@ class RatingsBucketPartition:
     def source(self) -> str:
         return ", ".join(self.inputs)
 
-    def read(self) -> Iterator[pa.Table]:
-        summary = ReadSummary()
-        yield from string_blocks(self._users(summary), self.block_size, summary)
-        return summary
-
-    def _users(self, summary: ReadSummary) -> Iterator[tuple[str, Counter[str]]]:
+    def _docs(self, summary: ReadSummary) -> Iterator[tuple[str, Counter[str]]]:
         tables = []
         for url in self.files:
             fs, path = get_fs(url)

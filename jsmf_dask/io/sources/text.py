@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, join
-from jsmf_dask.io.sources._common import ReadSummary, open_input, string_blocks
+from jsmf_dask.io.sources._common import StringSource, ReadSummary, open_input
 from jsmf_dask.kernels.tokenize import count_tokens
 
 __all__ = ["TextOptions", "TextTablePartition", "TextFilesPartition", "TarballPartition", "text_partitions"]
@@ -34,7 +34,7 @@ class TextOptions:
 
 
 @dataclass(frozen=True)
-class TextTablePartition:
+class TextTablePartition(StringSource):
     """A JSONL, CSV or Parquet file (or one Parquet row group) with a text column."""
 
     url: str
@@ -50,12 +50,10 @@ class TextTablePartition:
     def source(self) -> str:
         return self.url
 
-    def read(self) -> Iterator[pa.Table]:
-        summary = ReadSummary()
+    def _docs(self, summary: ReadSummary) -> Iterator[tuple[str, Counter[str]]]:
         name = posixpath.basename(get_fs(self.url)[1])
-        docs = ((doc_id, self.options.count(text)) for _, doc_id, text in self._records(name))
-        yield from string_blocks(docs, self.block_size, summary)
-        return summary
+        for _, doc_id, text in self._records(name):
+            yield doc_id, self.options.count(text)
 
     def _records(self, name: str) -> Iterator[tuple[int, str, str]]:
         if self.kind == "jsonl":
@@ -139,7 +137,7 @@ def _decode(data: bytes) -> str:
 
 
 @dataclass(frozen=True)
-class TextFilesPartition:
+class TextFilesPartition(StringSource):
     """A batch of plain-text files, one document each; doc_id is the path below the directory."""
 
     base: str
@@ -151,12 +149,7 @@ class TextFilesPartition:
     def source(self) -> str:
         return self.base
 
-    def read(self) -> Iterator[pa.Table]:
-        summary = ReadSummary()
-        yield from string_blocks(self._docs(), self.block_size, summary)
-        return summary
-
-    def _docs(self) -> Iterator[tuple[str, Counter[str]]]:
+    def _docs(self, summary: ReadSummary) -> Iterator[tuple[str, Counter[str]]]:
         fs, _ = get_fs(self.base)
         for rel in self.relpaths:
             url = join(self.base, rel)
@@ -169,7 +162,7 @@ class TextFilesPartition:
 
 
 @dataclass(frozen=True)
-class TarballPartition:
+class TarballPartition(StringSource):
     """A tar archive (optionally compressed) of text files, one document per regular member."""
 
     url: str
@@ -180,12 +173,7 @@ class TarballPartition:
     def source(self) -> str:
         return self.url
 
-    def read(self) -> Iterator[pa.Table]:
-        summary = ReadSummary()
-        yield from string_blocks(self._docs(), self.block_size, summary)
-        return summary
-
-    def _docs(self) -> Iterator[tuple[str, Counter[str]]]:
+    def _docs(self, summary: ReadSummary) -> Iterator[tuple[str, Counter[str]]]:
         fs, path = get_fs(self.url)
         if not fs.exists(path):
             raise InputError(f"{self.url}: no such file")

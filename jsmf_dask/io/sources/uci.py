@@ -125,7 +125,7 @@ class UCIPartition:
                 cut = int(np.searchsorted(doc, doc[-1], side="left")) if doc.size else 0
                 carry = (doc[cut:], word[cut:], count[cut:], line[cut:])
                 if cut:
-                    table = self._docs(doc[:cut], word[:cut], count[:cut], line[:cut])
+                    table = self._table(doc[:cut], word[:cut], count[:cut], line[:cut])
                     n_seen_docs += table.num_rows
                     pending.append(table)
                     pending_docs += table.num_rows
@@ -140,7 +140,7 @@ class UCIPartition:
                 f"{self.url}: {where}: expected three space-separated integers 'docID wordID count' ({err})"
             ) from err
         if carry is not None and carry[0].size:
-            table = self._docs(*carry)
+            table = self._table(*carry)
             n_seen_docs += table.num_rows
             pending.append(table)
             pending_docs += table.num_rows
@@ -167,7 +167,7 @@ class UCIPartition:
                 r = int(bad[0])
                 raise InputError(f"{self.url}: line {line[r]}: {name} is {values[r]}; expected {expected}")
 
-    def _docs(self, doc, word, count, line) -> pa.Table:
+    def _table(self, doc, word, count, line) -> pa.Table:
         order = np.lexsort((word, doc))
         doc, word, count, line = doc[order], word[order], count[order], line[order]
         dup = np.flatnonzero((np.diff(doc) == 0) & (np.diff(word) == 0))
