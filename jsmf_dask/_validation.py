@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from collections.abc import Collection
 from typing import Any
 

@@ -138,7 +138,8 @@ def _check_matrix(cooc_url: str, edges: np.ndarray) -> np.ndarray:
 
 
 def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: np.ndarray,
-                   candidates: np.ndarray | None) -> RectifyResult:
+                   candidates: np.ndarray | None, c_stats: np.ndarray) -> RectifyResult:
+    """The tiled path; ``c_stats`` are the row statistics of C from :func:`_check_matrix`."""
     n = int(edges[-1])
     rng = np.random.default_rng(params.seed)
     op = TiledAP(cooc_url, edges)
@@ -155,8 +156,7 @@ def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: 
         _progress.compute(*write_iterate_tasks(model_url, iterate, edges, total))
     elif params.rectifier == "none":
         eig = top_eigenpairs(lambda V: op.matmat(None, V), n, params.n_topics, tol=params.eig_tol, rng=rng)
-        stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, (cooc_url, "C"))))
-        _progress.compute(*copy_tasks(cooc_url, model_url, edges, float(stats[:, 0].sum())))
+        _progress.compute(*copy_tasks(cooc_url, model_url, edges, float(c_stats[:, 0].sum())))
     else:
         raise InvalidParameterError("rectifier='dc' runs on the in-task path only (it needs the whole C); "
                                     "use path='in-task' or rectifier='ap'")
@@ -262,7 +262,7 @@ def fit(
     name = name or default_name(n_topics, rectifier)
     tile = int(store.attrs["tile_size"])
     edges = word_block_edges(n, tile)
-    _check_matrix(store.url, edges)
+    c_stats = _check_matrix(store.url, edges)
     doc_freq = store.D1[:]
     candidates = doc_freq >= min_anchor_df
     if candidates.sum() < n_topics:
@@ -284,7 +284,7 @@ def fit(
                 task = rectify_in_task(store.url, tmp, params, candidates)
             (result,) = _progress.compute(task)
         else:
-            result = _rectify_tiled(store.url, tmp, params, edges, candidates)
+            result = _rectify_tiled(store.url, tmp, params, edges, candidates, c_stats)
         Cbar_S = client.scatter(result.Cbar_S, broadcast=True) if client is not None else result.Cbar_S
         parts = _progress.compute(*recovery_tasks(tmp, result.p_word, Cbar_S, result.Cbar_S @ result.Cbar_S.T,
                                                    result.anchors, solver, block=config.get("fit.recover-block")))
