@@ -53,7 +53,7 @@ class RectifiedAnchorWords:
         Anchor word of each topic.
     rectification_history_ : dict of str to ndarray
         AP's per-iteration trace (``delta``, ``dist_psd``, ``dist_normalized``,
-        ``dist_nonnegative``, ``eig_residual``, ``n_matmat``).
+        ``dist_nonnegative``, ``eig_residual``, ``n_matmat``, ``seconds``).
     eigenvalues_ : ndarray, shape (n_topics,)
         Top eigenvalues of the rectified ``C``.
     n_iter_ : int

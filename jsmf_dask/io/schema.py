@@ -115,7 +115,7 @@ MODEL_LAYOUT: dict[str, Any] = {
                    "meaning": "the rectified C (sums to 1)"},
         "trace/<key>": {"dtype": "float64", "shape": ["iterations"],
                         "meaning": "AP trace: delta, dist_psd, dist_normalized, dist_nonnegative, "
-                                   "eig_residual, n_matmat"},
+                                   "eig_residual, n_matmat, seconds"},
     },
     "attrs": {
         "schema_version": "int", "name": "str", "params": "object: every fit parameter",

@@ -28,6 +28,18 @@ __all__ = [
 SOLVERS = ("exact", "eg")
 
 
+def _solve_kkt(kkt: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """LU solve of the KKT system; least squares when it is (nearly) singular (e.g. repeated anchor rows)."""
+    try:
+        sol = np.linalg.solve(kkt, rhs)
+    except np.linalg.LinAlgError:
+        sol = None
+    if sol is None or not np.isfinite(sol).all() or \
+            np.linalg.norm(kkt @ sol - rhs) > 1e-9 * (np.abs(kkt).max() * np.abs(sol).max() + np.abs(rhs).max()):
+        sol = np.linalg.lstsq(kkt, rhs, rcond=None)[0]
+    return sol
+
+
 def simplex_least_squares(G: np.ndarray, b: np.ndarray, *, max_iter: int | None = None) -> np.ndarray:
     """Exact minimiser of ``yᵀGy − 2bᵀy`` over the simplex, by a primal active-set method.
 
@@ -63,7 +75,7 @@ def simplex_least_squares(G: np.ndarray, b: np.ndarray, *, max_iter: int | None 
         kkt[:m, :m] = G[np.ix_(free, free)]
         kkt[:m, m] = kkt[m, :m] = 1.0
         rhs = np.concatenate([b[free], [1.0]])
-        sol = np.linalg.lstsq(kkt, rhs, rcond=None)[0]
+        sol = _solve_kkt(kkt, rhs)
         z_free, nu = sol[:m], sol[m]
         if np.all(z_free > 0):
             y = np.zeros(k)

@@ -16,6 +16,7 @@ an operator applied tile by tile elsewhere.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,11 +24,13 @@ from typing import Protocol
 
 import numpy as np
 import scipy.linalg as sla
+import scipy.sparse as sps
 import scipy.sparse.linalg as spla
 
 __all__ = [
     "Eigenpairs",
     "top_eigenpairs",
+    "block_size",
     "APTrace",
     "LowRankIterate",
     "APOperator",
@@ -50,16 +53,22 @@ class Eigenpairs:
     residual : float
         ``max_j ‖C v_j − λ_j v_j‖ / |λ_1|``.
     n_matmat : int
-        Operator applications used.
+        Operator applications used (vectors, not blocks).
+    basis : ndarray, shape (N, b), optional
+        An orthonormal block to warm-start the next solve: the span of
+        ``C`` times the whole Ritz block (K vectors and the oversampling), so
+        that across AP iterations each solve also takes one step of subspace
+        iteration.
     """
 
     values: np.ndarray
     vectors: np.ndarray
     residual: float
     n_matmat: int
+    basis: np.ndarray | None = None
 
 
-def _rayleigh_ritz(X: np.ndarray, CX: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rayleigh_ritz(X: np.ndarray, CX: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     H = X.T @ CX
     H = 0.5 * (H + H.T)
     theta, W = sla.eigh(H)
@@ -68,46 +77,82 @@ def _rayleigh_ritz(X: np.ndarray, CX: np.ndarray, k: int) -> tuple[np.ndarray, n
     return theta, X @ W, CX @ W
 
 
+def block_size(k: int, n: int) -> int:
+    """The eigensolver's block: K plus an oversampling of ``max(5, K // 2)``, at most N."""
+    return min(n, k + max(5, k // 2))
+
+
+def _warm_refine(
+    counted: Callable[[np.ndarray], np.ndarray], X: np.ndarray, CX: np.ndarray, k: int, tol: float, steps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Rayleigh–Ritz on a warm block, then block steepest-descent steps until the top ``k`` converge.
+
+    Each step adds the (orthogonalised) residual block to the basis, so it
+    costs one block of operator applications; from a block that spans the
+    previous iterate's eigenvectors (AP's warm start) one or two steps suffice.
+    """
+    b = X.shape[1]
+    theta, V, CV = _rayleigh_ritz(X, CX)
+    residual = _residual(theta, V, CV, k)
+    for _ in range(steps):
+        if residual <= tol:
+            break
+        R = CV - V * theta
+        R -= V @ (V.T @ R)
+        R -= V @ (V.T @ R)
+        Q, tri = np.linalg.qr(R)
+        keep = np.abs(np.diag(tri)) > 1e-14 * max(float(np.abs(np.diag(tri)).max()), np.finfo(float).tiny)
+        if not keep.any():
+            break
+        Q = Q[:, keep]
+        theta, V, CV = _rayleigh_ritz(np.hstack([V, Q]), np.hstack([CV, counted(Q)]))
+        theta, V, CV = theta[:b], V[:, :b], CV[:, :b]
+        residual = _residual(theta, V, CV, k)
+    return theta, V, CV, residual
+
+
 def top_eigenpairs(
     matmat: Callable[[np.ndarray], np.ndarray],
     n: int,
     k: int,
     *,
     X0: np.ndarray | None = None,
+    CX0: np.ndarray | None = None,
     tol: float = 1e-6,
     max_iter: int = 200,
     rng: np.random.Generator | None = None,
 ) -> Eigenpairs:
-    """Top-``k`` algebraic eigenpairs of a symmetric ``n×n`` operator by block LOBPCG.
+    """Top-``k`` algebraic eigenpairs of a symmetric ``n×n`` operator.
 
-    The block (k plus an oversampling of ``max(5, k // 2)`` vectors) starts from
-    ``X0`` when given (warm start across AP iterations) and is iterated until the
-    top ``k`` relative residuals are below ``tol``; if LOBPCG stalls, ARPACK
-    (``eigsh``) on the same operator finishes the job.
+    The block has :func:`block_size` vectors. With a warm start ``X0`` (the
+    previous solve's :attr:`Eigenpairs.basis`, as across AP iterations) it is
+    refined by Rayleigh–Ritz and residual steps, one block of operator
+    applications each, and ``CX0 = C @ X0``, when the caller already has it,
+    saves the first. A cold start runs block LOBPCG. If either stalls, ARPACK
+    (``eigsh``) on the same operator finishes the job. Converged means the
+    top ``k`` relative residuals are below ``tol``.
 
     Parameters
     ----------
     matmat : callable
         ``X -> C @ X`` for an ``(n, b)`` array.
     n, k : int
-    X0 : ndarray, shape (n, b), optional
+    X0 : ndarray, shape (n, b'), optional
+        Orthonormal columns.
+    CX0 : ndarray, shape (n, b'), optional
+        ``C @ X0``.
     tol : float, default=1e-6
         Target of ``max_j ‖C v_j − λ_j v_j‖ / |λ_1|``.
     max_iter : int, default=200
     rng : numpy.random.Generator, optional
-        For the random part of the start block.
+        For the random part of a start block.
 
     Returns
     -------
     Eigenpairs
     """
     rng = np.random.default_rng(0) if rng is None else rng
-    b = min(n, k + max(5, k // 2))
-    X = rng.standard_normal((n, b))
-    if X0 is not None:
-        m = min(b, X0.shape[1])
-        X[:, :m] = X0[:, :m]
-    X, _ = np.linalg.qr(X)
+    b = block_size(k, n)
     calls = 0
 
     def counted(Y: np.ndarray) -> np.ndarray:
@@ -115,22 +160,42 @@ def top_eigenpairs(
         calls += Y.shape[1] if Y.ndim == 2 else 1
         return matmat(Y if Y.ndim == 2 else Y[:, None]).reshape(Y.shape)
 
+    if X0 is not None and X0.shape[1] >= b and n > 5 * b:
+        X, CX = X0[:, :b], (CX0[:, :b] if CX0 is not None else None)
+        if CX is None:
+            CX = counted(X)
+        else:
+            calls += b
+        theta, V, CV, residual = _warm_refine(counted, X, CX, k, tol, steps=max(1, max_iter // 10))
+        if residual <= tol:
+            return Eigenpairs(theta[:k], V[:, :k], residual, calls, np.linalg.qr(CV)[0])
+        X = V
+    else:
+        X = rng.standard_normal((n, b))
+        if X0 is not None:
+            m = min(b, X0.shape[1])
+            X[:, :m] = X0[:, :m]
+        X, _ = np.linalg.qr(X)
+
     op = spla.LinearOperator((n, n), matvec=counted, matmat=counted, dtype=np.float64)
     residual = np.inf
     if n > 5 * b:
         # lobpcg's tol is absolute: scale it by the dominant eigenvalue of the start block.
         CX = counted(X)
         scale = float(np.abs(np.linalg.eigvalsh(0.5 * (X.T @ CX + CX.T @ X))).max()) or 1.0
-        for _ in range(4):
+        # Short rounds, each checked against the true relative residual (the start block's scale
+        # underestimates λ₁, which would make lobpcg's own test far stricter than asked).
+        for _ in range(max(4, max_iter // 10)):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _, X = spla.lobpcg(op, X, largest=True, tol=0.3 * tol * scale, maxiter=max(5, max_iter // 4))
+                _, X = spla.lobpcg(op, X, largest=True, tol=0.3 * tol * scale, maxiter=10)
             X, _ = np.linalg.qr(X)
             CX = counted(X)
-            theta, V, CV = _rayleigh_ritz(X, CX, k)
+            theta, V, CV = _rayleigh_ritz(X, CX)
             residual = _residual(theta, V, CV, k)
             if residual <= tol:
-                return Eigenpairs(theta[:k], V[:, :k], residual, calls)
+                return Eigenpairs(theta[:k], V[:, :k], residual, calls, V)
+            scale = max(scale, abs(float(theta[0])))
             X = V
     # Small problems, or LOBPCG did not get there: ARPACK (Lanczos), warm-started.
     v0 = X[:, 0] if X0 is not None else None
@@ -142,7 +207,7 @@ def top_eigenpairs(
     order = np.argsort(theta)[::-1]
     theta, V = theta[order], V[:, order]
     CV = counted(V)
-    return Eigenpairs(theta[:k], V[:, :k], _residual(theta, V, CV, len(theta)), calls)
+    return Eigenpairs(theta[:k], V[:, :k], _residual(theta, V, CV, len(theta)), calls, None)
 
 
 def _residual(theta: np.ndarray, V: np.ndarray, CV: np.ndarray, k: int) -> float:
@@ -159,7 +224,8 @@ class APTrace:
     cycle): ``delta`` ‖C_t − C_{t−1}‖_F; ``dist_psd``, ``dist_normalized``,
     ``dist_nonnegative`` the Frobenius distances of C_t to PSD_K, to {ΣC = 1}
     and to {C ≥ 0}; ``eig_residual`` the eigensolver's relative residual of
-    the t-th PSD step; ``n_matmat`` its operator applications.
+    the t-th PSD step; ``n_matmat`` its operator applications; ``seconds``
+    the cycle's wall time.
     """
 
     delta: list[float] = field(default_factory=list)
@@ -168,6 +234,7 @@ class APTrace:
     dist_nonnegative: list[float] = field(default_factory=list)
     eig_residual: list[float] = field(default_factory=list)
     n_matmat: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
 
     def as_arrays(self) -> dict[str, np.ndarray]:
         """Each list as a float64 array."""
@@ -211,20 +278,31 @@ class APOperator(Protocol):
     def frobenius(self, iterate: LowRankIterate | None) -> float:
         """``‖C_t‖_F``."""
 
-    def compare(self, previous: LowRankIterate | None, current: LowRankIterate) -> tuple[float, float, float]:
-        """``(‖C_cur − C_prev‖_F, Σ C_cur, ‖C_cur‖_F)``."""
+    def compare(
+        self, previous: LowRankIterate | None, current: LowRankIterate, V: np.ndarray | None = None
+    ) -> tuple[float, float, float, np.ndarray | None]:
+        """``(‖C_cur − C_prev‖_F, Σ C_cur, ‖C_cur‖_F, C_cur @ V)``, in one pass over ``C_cur``.
+
+        ``V`` is the next eigensolve's warm block, so its product comes with
+        the pass that forms the new iterate; None when ``V`` is None.
+        """
 
 
 class DenseAP:
     """:class:`APOperator` for a ``C`` held in memory (the single-task path).
 
-    Holds two N×N buffers: the current iterate and the previous one. Forming
-    a new iterate and measuring it against the previous one happen in one pass
-    over row chunks (cache-sized), so an AP cycle streams the N² arrays a few
-    times besides the eigensolver's products.
+    Holds two N×N buffers: the current iterate and the previous one. One pass
+    over cache-sized row chunks forms the new iterate ``max(L, 0)`` with
+    ``L = YΛYᵀ + c`` (the only O(N²K) work of an AP cycle), measures it
+    against the previous one and multiplies it by the next eigensolve's warm
+    block ``V``. That product costs O(NK·b) rather than O(N²b): it is
+    ``L V`` in low-rank form plus the clipped part ``max(−L, 0) V``, which is
+    sparse; chunks whose clipped part is not (over 5 % of entries) are
+    multiplied densely while in cache.
     """
 
-    _CHUNK_BYTES = 4 << 20
+    _CHUNK_BYTES = 16 << 20
+    _SPARSE_FRACTION = 0.05
 
     def __init__(self, C: np.ndarray):
         self.C = C
@@ -248,24 +326,51 @@ class DenseAP:
     def frobenius(self, iterate):
         return float(np.linalg.norm(self.dense(iterate)))
 
-    def compare(self, previous, current):
+    def compare(self, previous, current, V=None):
         prev = self.dense(previous)
         n = self.C.shape[0]
         out = self._spare if self._spare is not None and self._spare is not prev else np.empty_like(self.C)
         step = max(1, self._CHUNK_BYTES // (8 * n))
+        scratch = np.empty((min(step, n), n))
+        negative = np.empty((min(step, n), n), dtype=bool)
+        # L = [YΛ, c] [Yᵀ; 1ᵀ]: the constant rides along in the product.
+        left = np.hstack([current.Y * current.lam, np.full((n, 1), current.c)])
+        right = np.vstack([current.Y.T, np.ones((1, n))])
+        row_sums_L = left @ right.sum(axis=1)
+        CV = None
+        if V is not None:
+            CV = left @ (right @ V)
         diff2 = total = norm2 = 0.0
         for r0 in range(0, n, step):
-            rows = slice(r0, min(r0 + step, n))
-            block = current.block(rows, slice(0, n))
-            out[rows] = block
-            d = block - prev[rows]
+            r1 = min(r0 + step, n)
+            m = r1 - r0
+            block = out[r0:r1]
+            np.matmul(left[r0:r1], right, out=block)
+            total += float(row_sums_L[r0:r1].sum())
+            if current.clip:
+                np.less(block, 0.0, out=negative[:m])
+                count = int(np.count_nonzero(negative[:m]))
+                if count and count <= self._SPARSE_FRACTION * block.size:
+                    flat = np.flatnonzero(negative[:m])
+                    clipped = -block.ravel()[flat]
+                    block.ravel()[flat] = 0.0
+                    total += float(clipped.sum())
+                    if V is not None:
+                        rows, cols = np.divmod(flat, n)
+                        CV[r0:r1] += sps.csr_array((clipped, (rows, cols)), shape=(m, n)) @ V
+                elif count:
+                    total -= float(row_sums_L[r0:r1].sum())
+                    np.maximum(block, 0.0, out=block)
+                    total += float(block.sum())
+                    if V is not None:
+                        CV[r0:r1] = block @ V
+            d = np.subtract(block, prev[r0:r1], out=scratch[:m])
             diff2 += float(np.vdot(d, d))
-            total += float(block.sum())
             norm2 += float(np.vdot(block, block))
         if previous is not None:
             self._spare = prev
         self._dense, self._key = out, current
-        return float(np.sqrt(diff2)), total, float(np.sqrt(norm2))
+        return float(np.sqrt(diff2)), total, float(np.sqrt(norm2)), CV
 
 
 def alternating_projection(
@@ -311,12 +416,15 @@ def alternating_projection(
     trace = APTrace()
     iterate: LowRankIterate | None = None
     norm_prev = op.frobenius(None)
-    warm = None if start is None else start.vectors
+    warm = None if start is None else (start.basis if start.basis is not None else start.vectors)
+    warm_product = None
     eig = None
     n_iter = 0
     for t in range(iterations + 1):
-        eig = top_eigenpairs(lambda V, it=iterate: op.matmat(it, V), n, k, X0=warm, tol=eig_tol, rng=rng)
-        warm = eig.vectors
+        started = time.perf_counter()
+        eig = top_eigenpairs(lambda V, it=iterate: op.matmat(it, V), n, k, X0=warm, CX0=warm_product,
+                             tol=eig_tol, rng=rng)
+        warm = eig.basis if eig.basis is not None else eig.vectors
         lam = np.maximum(eig.values, 0.0)
         # ‖X − YΛ⁺Yᵀ‖² = ‖X‖² − 2 Σ λ λ⁺ + Σ λ⁺²  (Y orthonormal eigenvectors of X)
         if iterate is not None:
@@ -325,12 +433,13 @@ def alternating_projection(
         if t == iterations or (tol is not None and t > 0 and trace.delta[-1] <= tol * norm_prev):
             break
         current = LowRankIterate.normalized(eig.vectors, lam)
-        delta, total, norm_prev = op.compare(iterate, current)
+        delta, total, norm_prev, warm_product = op.compare(iterate, current, warm)
         trace.delta.append(delta)
         trace.dist_normalized.append(abs(1.0 - total) / n)
         trace.dist_nonnegative.append(0.0)
         trace.eig_residual.append(eig.residual)
         trace.n_matmat.append(eig.n_matmat)
+        trace.seconds.append(time.perf_counter() - started)
         iterate = current
         n_iter = t + 1
     return iterate, eig, trace, n_iter

@@ -99,9 +99,11 @@ class TiledAP:
         stats = np.vstack(dask.compute(*row_block_tasks("rowstats", self.edges, self._src(iterate))))
         return float(np.sqrt(stats[:, 1].sum()))
 
-    def compare(self, previous, current):
-        parts = np.sum(dask.compute(*row_block_tasks("compare", self.edges, self._src(previous), current)), axis=0)
-        return float(np.sqrt(parts[0])), float(parts[1]), float(np.sqrt(parts[2]))
+    def compare(self, previous, current, V=None):
+        parts = dask.compute(*row_block_tasks("compare", self.edges, self._src(previous), current, V))
+        acc = np.sum([a for a, _ in parts], axis=0)
+        CV = None if V is None else np.vstack([p for _, p in parts])
+        return float(np.sqrt(acc[0])), float(acc[1]), float(np.sqrt(acc[2])), CV
 
 
 def _fat_worker(client, need: int) -> str | None:

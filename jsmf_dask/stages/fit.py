@@ -202,13 +202,18 @@ def _matmat_rows(source, rows: tuple[int, int], edges: np.ndarray, V: np.ndarray
     return out
 
 
-def _compare_rows(previous, current: LowRankIterate, rows: tuple[int, int], edges: np.ndarray) -> np.ndarray:
+def _compare_rows(
+    previous, current: LowRankIterate, V: np.ndarray | None, rows: tuple[int, int], edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
     acc = np.zeros(3)
+    CV = None if V is None else np.zeros((rows[1] - rows[0], V.shape[1]))
     for cols in _tiles(edges):
         cur = _row_block(current, rows, cols)
         prev = _row_block(previous, rows, cols)
         acc += (np.sum((cur - prev) ** 2), cur.sum(), np.sum(cur * cur))
-    return acc
+        if V is not None:
+            CV += cur @ V[cols[0] : cols[1]]
+    return acc, CV
 
 
 def _rowstats_rows(source, rows: tuple[int, int], edges: np.ndarray) -> np.ndarray:
@@ -232,8 +237,8 @@ def row_block_tasks(kind: str, edges: np.ndarray, *args) -> list[dask.delayed]:
     """One delayed task per row block of C, for the tiled path.
 
     ``kind`` is ``'matmat'`` (args: source, V → the block's rows of ``C V``),
-    ``'compare'`` (args: previous, current → ``[‖ΔC‖², ΣC, ‖C‖²]`` of the
-    block) or ``'rowstats'`` (args: source → per row: sum, sum of squares, min,
+    ``'compare'`` (args: previous, current, V or None → ``[‖ΔC‖², ΣC, ‖C‖²]``
+    of the block and its rows of ``C_current V``) or ``'rowstats'`` (args: source → per row: sum, sum of squares, min,
     all-finite). A source is a :class:`LowRankIterate` or ``(store URL, array
     name)``. Each task holds one tile at a time: O(tile²) memory.
     """
@@ -244,7 +249,7 @@ def row_block_tasks(kind: str, edges: np.ndarray, *args) -> list[dask.delayed]:
         if kind == "matmat":
             tasks.append(dask.delayed(func, pure=True)(shared[0], rows, edges, shared[1]))
         elif kind == "compare":
-            tasks.append(dask.delayed(func, pure=True)(shared[0], shared[1], rows, edges))
+            tasks.append(dask.delayed(func, pure=True)(shared[0], shared[1], shared[2], rows, edges))
         else:
             tasks.append(dask.delayed(func, pure=True)(shared[0], rows, edges))
     return tasks

@@ -63,7 +63,7 @@ def test_model_store_and_topics_file(synthetic_root):
     for key in ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues"):
         assert key in model.arrays
     assert model.arrays["B"].shape == (300, 5) and np.allclose(model.arrays["B"].sum(axis=0), 1)
-    assert set(model.trace) == {"delta", "dist_psd", "dist_normalized", "dist_nonnegative", "eig_residual", "n_matmat"}
+    assert set(model.trace) == {"delta", "dist_psd", "dist_normalized", "dist_nonnegative", "eig_residual", "n_matmat", "seconds"}
     assert all(v.shape == (10,) for v in model.trace.values())
     assert model.attrs["params"]["rectifier"] == "ap" and model.attrs["n_iter"] == 10
     assert "numpy" in model.attrs["versions"]
