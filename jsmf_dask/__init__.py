@@ -6,6 +6,11 @@ The stages of Lee, Bindel & Mimno (NIPS 2015), out of core:
 - :func:`cooccur`: corpus → co-occurrence matrix ``C`` (``<root>/cooc.zarr``);
 - :func:`fit` / :class:`RectifiedAnchorWords`: ``C`` → rectified ``C``, anchors,
   ``B`` and ``A`` (``<root>/model.zarr/<name>``);
+- :func:`evaluate`, :func:`compare`, :func:`report`: the paper's metrics, K
+  sweeps against the Baseline, DC and Gibbs, and the HTML report
+  (``<root>/report``);
+- :func:`infer` / :meth:`RectifiedAnchorWords.transform`: each document's topic
+  composition (``<root>/doc_topics.parquet``);
 - :func:`synth`: a corpus drawn from known ``B`` and ``A``.
 
 For a ``C`` held in memory, :func:`rectify`, :func:`find_anchors` and
@@ -20,7 +25,11 @@ from jsmf_dask.io.model_store import open_model
 from jsmf_dask.io.zarr_store import open_cooccurrence
 from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
 from jsmf_dask.pipeline import CooccurrenceSummary, IngestReport, cooccur, ingest
+from jsmf_dask.pipeline.compare import compare
+from jsmf_dask.pipeline.evaluate import evaluate
 from jsmf_dask.pipeline.fit import FitResult, fit
+from jsmf_dask.pipeline.infer import infer
+from jsmf_dask.pipeline.report import report
 from jsmf_dask.pipeline.synth import synth
 
 try:
@@ -36,6 +45,10 @@ __all__ = [
     "fit",
     "FitResult",
     "synth",
+    "evaluate",
+    "compare",
+    "report",
+    "infer",
     "open_model",
     "ingest",
     "IngestReport",

@@ -197,6 +197,40 @@ class RectifiedAnchorWords:
                 f"This {_OWNER} instance is not fitted yet. Call 'fit' or 'fit_cooccurrence' first."
             )
 
+    def transform(self, X) -> np.ndarray:
+        """Topic compositions of documents: each row's word distribution fitted by the topics.
+
+        For document d with word distribution ``w_d`` (its counts over its
+        length), ``θ_d = argmin ‖w_d − Bθ‖²`` over the simplex, by
+        exponentiated gradient (:func:`jsmf_dask.kernels.infer.document_topics`).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_docs, n_words)
+            Word counts (or any non-negative weights) per document.
+
+        Returns
+        -------
+        ndarray, shape (n_docs, n_topics)
+            Rows on the simplex (uniform for an empty document).
+        """
+        import scipy.sparse as sps
+
+        from jsmf_dask.kernels.infer import document_topics
+
+        self._check_fitted()
+        n_words = self.components_.shape[1]
+        X = X if sps.issparse(X) else np.atleast_2d(np.asarray(X, dtype=np.float64))
+        if X.ndim != 2 or X.shape[1] != n_words:
+            raise InvalidParameterError(
+                f"X must have shape (n_docs, {n_words}) (one column per word of the fitted vocabulary); "
+                f"got {X.shape}"
+            )
+        data = X.data if sps.issparse(X) else X
+        if not np.isfinite(data).all() or (data.size and data.min() < 0):
+            raise InvalidParameterError("X must hold finite, non-negative word counts")
+        return document_topics(self.components_.T, X)
+
     def top_words(self, n: int = 20) -> list[list[str]] | list[list[int]]:
         """Each topic's ``n`` most probable words (strings when the vocabulary is known)."""
         self._check_fitted()

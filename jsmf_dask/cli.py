@@ -21,9 +21,13 @@ from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.io.sources import RatingsColumns
 from jsmf_dask.io.model_store import topics_path
 from jsmf_dask.kernels.recover import SOLVERS
+from jsmf_dask.pipeline.compare import METHODS, compare
 from jsmf_dask.pipeline.cooccur import cooccur
+from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path
 from jsmf_dask.pipeline.fit import RECTIFIERS, fit
+from jsmf_dask.pipeline.infer import infer
 from jsmf_dask.pipeline.ingest import FORMATS, ingest
+from jsmf_dask.pipeline.report import report
 from jsmf_dask.pipeline.synth import synth
 from jsmf_dask.testing.synthetic import PRIORS
 
@@ -44,6 +48,17 @@ def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--memory-limit", metavar="BYTES", help="LocalCluster memory per worker, e.g. 4GiB")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     g.add_argument("--overwrite", action="store_true", help="replace this stage's existing output")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _str_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,6 +135,52 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_options(p)
 
     p = sub.add_parser(
+        "evaluate",
+        help="the paper's six metrics of every model -> ROOT/report/metrics.json",
+        description="Recovery, approximation, dominancy, specificity, dissimilarity and coherence (paper §4) "
+        "of every model under ROOT, against the original C and against each model's rectified C.",
+    )
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--model", action="append", dest="models", metavar="NAME",
+                   help="only this model (repeatable; default: all)")
+    _add_cluster_options(p)
+
+    p = sub.add_parser(
+        "compare",
+        help="fit and evaluate methods over a sweep of K -> ROOT/report/compare.{csv,md,png}",
+        description="Fit each method at each K, evaluate them all and write a table and the analogue of the "
+        "paper's Figure 4 (each metric against log K).",
+    )
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--topics", type=_int_list, required=True, metavar="K1,K2,...")
+    p.add_argument("--methods", type=_str_list, default=["none", "dc", "ap"], metavar="M1,M2,...",
+                   help=f"from {','.join(METHODS)} (default: none,dc,ap; gibbs needs jsmf_dask[gibbs])")
+    p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
+    p.add_argument("--gibbs-iterations", type=int, default=1000, help="Gibbs sweeps (default: 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    _add_cluster_options(p)
+
+    p = sub.add_parser(
+        "report",
+        help="HTML report with the topics and the paper's figures -> ROOT/report/report.html",
+        description="Write ROOT/report/report.html (self-contained) and its figures as PNGs.",
+    )
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--model", help="the model to show (default: the first AP model)")
+    p.add_argument("--baseline", help="the Baseline for Figure 3 (default: the unrectified model of the same K)")
+    _add_cluster_options(p)
+
+    p = sub.add_parser(
+        "infer",
+        help="each document's topic composition -> ROOT/doc_topics.parquet",
+        description="Fit each document's word distribution by the model's topics (simplex-constrained "
+        "least squares, exponentiated gradient), one Dask task per row group.",
+    )
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--model", help="model name (required when ROOT holds several)")
+    _add_cluster_options(p)
+
+    p = sub.add_parser(
         "synth",
         help="a synthetic corpus drawn from known topics (ROOT/corpus + ROOT/truth.zarr)",
         description="Draw a corpus from a separable topic model with known B and A, for testing recovery.",
@@ -185,7 +246,35 @@ def _run_synth(args: argparse.Namespace) -> list[str]:
     ).lines()
 
 
-_COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "synth": _run_synth}
+def _run_evaluate(args: argparse.Namespace) -> list[str]:
+    out = evaluate(args.root, models=args.models)
+    lines = [f"metrics written to {metrics_path(args.root)}",
+             f"{'model':<16} {'against':<12} " + " ".join(f"{m:>13}" for m in METRICS)]
+    for name, entry in out["models"].items():
+        for label in ("original_C", "rectified_C"):
+            if label in entry:
+                vals = [entry[label].get(m) for m in METRICS]
+                lines.append(f"{name:<16} {label:<12} " + " ".join(
+                    f"{'n/a':>13}" if v is None else f"{v:>13.4g}" for v in vals))
+    return lines
+
+
+def _run_compare(args: argparse.Namespace) -> list[str]:
+    result = compare(args.root, topics=args.topics, methods=args.methods, iterations=args.iterations,
+                     gibbs_iterations=args.gibbs_iterations, seed=args.seed)
+    return [result.markdown(), f"written {result.csv_path}, {result.markdown_path}, {result.figure_path}"]
+
+
+def _run_report(args: argparse.Namespace) -> list[str]:
+    return [f"report: {report(args.root, model=args.model, baseline=args.baseline)}"]
+
+
+def _run_infer(args: argparse.Namespace) -> list[str]:
+    return infer(args.root, model=args.model, overwrite=args.overwrite).lines()
+
+
+_COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "synth": _run_synth,
+             "evaluate": _run_evaluate, "compare": _run_compare, "report": _run_report, "infer": _run_infer}
 _LOCAL_ONLY = {"synth"}
 
 

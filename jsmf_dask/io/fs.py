@@ -20,7 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from jsmf_dask.exceptions import StoreError
 
-__all__ = ["get_fs", "arrow_fs", "join", "is_local", "staged_output", "remove"]
+__all__ = ["get_fs", "arrow_fs", "join", "is_local", "staged_output", "remove", "write_file"]
 
 
 def get_fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -54,6 +54,18 @@ def remove(url: str) -> None:
     fs, path = get_fs(url)
     if fs.exists(path):
         fs.rm(path, recursive=True)
+
+
+def write_file(url: str, data: bytes | str) -> None:
+    """Write a whole file atomically: into ``<url>.tmp``, then renamed over ``url`` (parents created)."""
+    fs, path = get_fs(url)
+    parent = path.rsplit("/", 1)[0]
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with fs.open(tmp, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+    fs.mv(tmp, path)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,8 @@ __all__ = [
     "VOCAB_SCHEMA",
     "COOCCURRENCE_LAYOUT",
     "MODEL_LAYOUT",
+    "DOC_TOPICS_SCHEMA",
+    "doc_topics_schema",
     "check_schema",
     "validate_documents",
     "validate_vocabulary",
@@ -53,6 +55,26 @@ VOCAB_SCHEMA = pa.schema(
 )
 """One row per word: ``word_id`` dense ``0..N-1`` in row order, ``word``
 unique, ``df`` documents and ``tf`` tokens of the word in the stored corpus."""
+
+DOC_TOPICS_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("n_tokens", pa.int64(), nullable=False),
+        pa.field("topics", pa.list_(pa.field("item", pa.float64(), nullable=False)), nullable=False),
+    ],
+    metadata={"jsmf.schema_version": str(SCHEMA_VERSION)},
+)
+"""``<root>/doc_topics.parquet/part-NNNNN.parquet``, one row per document:
+its ``doc_id``, its length, and ``topics``, its K topic weights (on the
+simplex; uniform for a document with no words). Written by ``jsmf infer``."""
+
+
+def doc_topics_schema(n_topics: int) -> pa.Schema:
+    """:data:`DOC_TOPICS_SCHEMA` with ``topics`` as a fixed-size list of ``n_topics`` weights."""
+    field = pa.field("topics", pa.list_(pa.field("item", pa.float64(), nullable=False), n_topics), nullable=False)
+    schema = DOC_TOPICS_SCHEMA.set(DOC_TOPICS_SCHEMA.get_field_index("topics"), field)
+    return schema.with_metadata({**DOC_TOPICS_SCHEMA.metadata, b"jsmf.n_topics": str(n_topics).encode()})
+
 
 COOCCURRENCE_LAYOUT: dict[str, Any] = {
     "zarr_format": 3,
@@ -327,6 +349,12 @@ def published_schemas() -> dict[str, str]:
             "<root>/corpus/vocab.parquet: one row per word. word_id is dense 0..N-1 in row order "
             "(ranked by tf-idf at ingest); word unique; df and tf count documents and tokens in the "
             "stored corpus.",
+        ),
+        "doc_topics.schema.json": _schema_json(
+            DOC_TOPICS_SCHEMA,
+            "<root>/doc_topics.parquet/part-NNNNN.parquet (jsmf infer): one row per document of the corpus. "
+            "topics holds the document's K topic weights (a fixed-size list of K in the files; they sum to 1), "
+            "the simplex-constrained least-squares fit of its word distribution by B (exponentiated gradient).",
         ),
         "cooccurrence.zarr.json": {"schema_version": SCHEMA_VERSION, **COOCCURRENCE_LAYOUT},
         "model.zarr.json": {"schema_version": SCHEMA_VERSION, **MODEL_LAYOUT},

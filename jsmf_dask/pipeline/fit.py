@@ -19,7 +19,7 @@ import zarr
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
-from jsmf_dask.io.fs import get_fs, staged_output
+from jsmf_dask.io.fs import staged_output, write_file
 from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, topics_path
 from jsmf_dask.io.parquet import corpus_dir, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
@@ -42,7 +42,7 @@ from jsmf_dask.stages.fit import (
     write_small,
 )
 
-__all__ = ["FitResult", "fit", "RECTIFIERS", "default_name"]
+__all__ = ["FitResult", "fit", "RECTIFIERS", "default_name", "write_topics"]
 
 RECTIFIERS = ("ap", "dc", "none")
 PATHS = ("auto", "in-task", "tiled")
@@ -77,9 +77,9 @@ class FitResult:
         return [[self.words[i] for i in order[:, k]] for k in range(self.B.shape[1])]
 
     def lines(self, n: int = 20) -> list[str]:
-        """One line per topic: the anchor word in brackets, then the top words."""
-        return [f"{k:3d} [{self.words[a]}] " + " ".join(top)
-                for k, (a, top) in enumerate(zip(self.anchors, self.top_words(n), strict=True))]
+        """One line per topic: the anchor word in brackets (if the model has anchors), then the top words."""
+        return [f"{k:3d} " + (f"[{self.words[self.anchors[k]]}] " if k < len(self.anchors) else "") + " ".join(top)
+                for k, top in enumerate(self.top_words(n))]
 
 
 class TiledAP:
@@ -328,15 +328,10 @@ def fit(
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
     fitted = FitResult(name, result.anchors, B, A, A_ls, words, result.trace, result.eig.values, result.n_iter,
                        model_path(root, name), attrs)
-    _write_topics(topics_path(root, name), fitted)
+    write_topics(topics_path(root, name), fitted)
     return fitted
 
 
-def _write_topics(url: str, fitted: FitResult) -> None:
-    fs, path = get_fs(url)
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    tmp = f"{path}.tmp"
-    with fs.open(tmp, "w") as f:
-        f.write("\n".join(fitted.lines()) + "\n")
-    fs.mv(tmp, path)
-
+def write_topics(url: str, fitted: FitResult) -> None:
+    """Write ``fitted.lines()`` to ``url`` atomically."""
+    write_file(url, "\n".join(fitted.lines()) + "\n")

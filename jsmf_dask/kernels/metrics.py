@@ -1,0 +1,186 @@
+"""The paper's six measures of a topic model (§4), as pure functions.
+
+Symbols: ``C`` the co-occurrence matrix (N×N, sums to 1), ``C̄`` its rows
+divided by their sums, ``B`` (N×K, columns sum to 1) the topics, ``A`` (K×K)
+the topic–topic matrix, ``W`` (N×K) the recovery weights ``p(z = k | x = i)``,
+``S`` the anchor words, ``D1``/``D2`` document and co-document frequencies.
+
+The measures that touch N×N data come as per-row-block partials
+(:func:`fit_partials`) that a caller sums over blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "COHERENCE_EPSILON",
+    "FitPartials",
+    "fit_partials",
+    "recovery",
+    "approximation",
+    "dominancy",
+    "specificity",
+    "top_words",
+    "dissimilarity",
+    "coherence",
+]
+
+COHERENCE_EPSILON = 0.01
+
+
+@dataclass
+class FitPartials:
+    """Sums over a block of rows of ``C``, from which recovery and approximation follow.
+
+    Attributes
+    ----------
+    recovery_sum : float
+        ``Σ_i ‖C̄_i − W_i C̄_S‖₂`` over the block's rows (NaN without anchors).
+    n_rows : int
+    total : float
+        ``Σ C`` over the block.
+    sq : float
+        ``Σ C²``.
+    cross : float
+        ``Σ C ∘ (B A Bᵀ)``.
+    """
+
+    recovery_sum: float
+    n_rows: int
+    total: float
+    sq: float
+    cross: float
+
+    def __add__(self, other: FitPartials) -> FitPartials:
+        return FitPartials(self.recovery_sum + other.recovery_sum, self.n_rows + other.n_rows,
+                           self.total + other.total, self.sq + other.sq, self.cross + other.cross)
+
+
+def fit_partials(
+    C_rows: np.ndarray,
+    B_rows: np.ndarray,
+    BA: np.ndarray,
+    W_rows: np.ndarray | None = None,
+    Cbar_S: np.ndarray | None = None,
+) -> FitPartials:
+    """Partial sums of recovery and approximation over a block of rows of ``C``.
+
+    Parameters
+    ----------
+    C_rows : ndarray, shape (r, N)
+        Rows of ``C`` (any overall scale: approximation divides by ``ΣC``).
+    B_rows : ndarray, shape (r, K)
+        The same rows of ``B``.
+    BA : ndarray, shape (N, K)
+        ``B A`` (so that ``(B A Bᵀ)_rows = B_rows (BA)ᵀ``).
+    W_rows : ndarray, shape (r, K), optional
+        ``p(z | x)`` of the block's words; with ``Cbar_S``, for recovery.
+    Cbar_S : ndarray, shape (K, N), optional
+        The anchors' rows of ``C̄`` of the same ``C``.
+    """
+    model_rows = B_rows @ BA.T
+    rec = np.nan
+    if W_rows is not None and Cbar_S is not None:
+        p = C_rows.sum(axis=1)
+        Cbar = C_rows / np.where(p > 0, p, 1.0)[:, None]
+        rec = float(np.linalg.norm(Cbar - W_rows @ Cbar_S, axis=1).sum())
+    return FitPartials(rec, C_rows.shape[0], float(C_rows.sum()), float(np.vdot(C_rows, C_rows)),
+                       float(np.vdot(C_rows, model_rows)))
+
+
+def recovery(parts: FitPartials) -> float:
+    """``(1/N) Σ_i ‖C̄_i − Σ_k p(z=k|x=i) C̄_{s_k}‖₂`` from the summed partials."""
+    return parts.recovery_sum / parts.n_rows
+
+
+def approximation(parts: FitPartials, B: np.ndarray, A: np.ndarray) -> float:
+    """``‖C/ΣC − B A Bᵀ‖_F`` from the summed partials (``‖BABᵀ‖²`` is formed in K×K)."""
+    G = B.T @ B
+    model_sq = float(np.trace(A @ G @ A.T @ G))
+    s = parts.total
+    sq = parts.sq / s**2 - 2.0 * parts.cross / s + model_sq
+    return float(np.sqrt(max(sq, 0.0)))
+
+
+def dominancy(A: np.ndarray) -> tuple[float, str | None]:
+    """``(1/K) Σ_k A_kk / Σ_l A_kl``: how much of each topic's co-occurrence is with itself.
+
+    Returns
+    -------
+    value : float
+        NaN when a row of ``A`` sums to zero.
+    reason : str or None
+        Why the value is NaN: an anchor whose row of ``C_SS`` is zero (it never
+        co-occurs with the other anchors; the paper's footnote).
+    """
+    rows = A.sum(axis=1)
+    zero = np.flatnonzero(rows == 0)
+    if zero.size:
+        return float("nan"), (f"the rows of C_SS (and A) of topics {zero.tolist()} are zero: their anchor words "
+                              "never co-occur with any anchor, so A_kk / Σ_l A_kl is 0/0")
+    return float(np.mean(np.diag(A) / rows)), None
+
+
+def specificity(B: np.ndarray, p: np.ndarray) -> float:
+    """``(1/K) Σ_k KL(B_·k ‖ p(X))`` in bits; ``p`` floored at machine epsilon, ``0 log 0 = 0``."""
+    ref = np.maximum(p / p.sum(), np.finfo(float).eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(B > 0, B * np.log2(B / ref[:, None]), 0.0)
+    return float(terms.sum(axis=0).mean())
+
+
+def top_words(B: np.ndarray, n: int = 20) -> np.ndarray:
+    """Each topic's ``n`` most probable words, most probable first (K×n; ties by word id)."""
+    n = min(n, B.shape[0])
+    return np.argsort(-B, axis=0, kind="stable")[:n].T
+
+
+def dissimilarity(top: np.ndarray) -> float:
+    """Mean over topics of how many of its top words are in no other topic's top words.
+
+    Parameters
+    ----------
+    top : ndarray, shape (K, n)
+        From :func:`top_words`.
+    """
+    k = top.shape[0]
+    counts = np.zeros(k)
+    for t in range(k):
+        others = np.setdiff1d(np.arange(k), [t])
+        seen = np.unique(top[others]) if others.size else np.empty(0, dtype=top.dtype)
+        counts[t] = np.count_nonzero(~np.isin(top[t], seen))
+    return float(counts.mean())
+
+
+def coherence(top: np.ndarray, D1: np.ndarray, D2_top: np.ndarray, *, form: str = "paper") -> float:
+    """Mean topic coherence from document and co-document frequencies.
+
+    ``form='paper'`` (§4): ``Σ_{x₁ ≠ x₂ ∈ top(k)} log((D2(x₁, x₂) + ε) / D1(x₂))``
+    over all ordered pairs. ``form='mimno'`` (Mimno et al. 2011, as in the
+    authors' code): pairs ``i < j`` by rank only, with ``D1`` of the
+    higher-ranked word ``x_i``, about half as large. ε = 0.01. Words in no
+    document count as in one (their ``D1`` would make the log infinite).
+
+    Parameters
+    ----------
+    top : ndarray, shape (K, n)
+    D1 : ndarray, shape (N,)
+    D2_top : ndarray, shape (K, n, n)
+        ``D2[top[k]][:, top[k]]`` for each topic.
+    form : {'paper', 'mimno'}
+    """
+    k, n = top.shape
+    d1 = np.maximum(D1[top].astype(np.float64), 1.0)  # (K, n)
+    # L[k, a, b] = log((D2(x_a, x_b) + ε) / D1(x_b))
+    L = np.log((D2_top + COHERENCE_EPSILON) / d1[:, None, :])
+    if form == "paper":
+        mask = ~np.eye(n, dtype=bool)
+    elif form == "mimno":
+        # pair (x_j, x_i) with i < j: row a = j (lower rank), column b = i (higher rank)
+        mask = np.tril(np.ones((n, n), dtype=bool), k=-1)
+    else:
+        raise ValueError(f"unknown coherence form {form!r}; expected 'paper' or 'mimno'")
+    return float(L[:, mask].sum(axis=1).mean())

@@ -1,0 +1,160 @@
+"""``evaluate``: the paper's six measures (§4) for every model under a root → ``<root>/report/metrics.json``.
+
+Each model is measured against the original ``C`` (``cooc.zarr``) and against
+its own rectified ``C`` (``C_rect``), labelled as such. Against the original
+``C``, ``A`` is the diagonal recovery from the original ``C_SS`` (what the
+model's anchors and ``B`` give without rectification); against the rectified
+``C`` it is the model's own ``A``. Dissimilarity and coherence depend only on
+``B`` and the corpus, so they are the same under both labels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from jsmf_dask import _progress, config
+from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.fs import get_fs, join, write_file
+from jsmf_dask.io.model_store import FittedModel, list_models, open_model
+from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence
+from jsmf_dask.kernels.metrics import (
+    approximation,
+    coherence,
+    dissimilarity,
+    dominancy,
+    recovery,
+    specificity,
+    top_words,
+)
+from jsmf_dask.kernels.recover import topic_topic
+from jsmf_dask.stages.evaluate import codoc_tasks, fit_partials_tasks, read_rows
+
+__all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS"]
+
+METRICS = ("recovery", "approximation", "dominancy", "specificity", "dissimilarity", "coherence")
+TOP_WORDS = 20
+
+
+def metrics_path(root: str) -> str:
+    """``<root>/report/metrics.json``."""
+    return join(root, "report", "metrics.json")
+
+
+def _finite(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _against(url: str, name: str, model: FittedModel, A: np.ndarray | None, block: int) -> dict[str, Any]:
+    """Recovery, approximation, dominancy and specificity against one stored C."""
+    B = model.arrays["B"]
+    anchors = model.arrays.get("anchors")
+    has_anchors = anchors is not None and anchors.size and (anchors >= 0).all()
+    Cbar_S = W = None
+    if has_anchors:
+        rows = read_rows(url, name, anchors)
+        p_S = rows.sum(axis=1)
+        Cbar_S = rows / np.where(p_S > 0, p_S, 1.0)[:, None]
+        W = model.arrays.get("weights")
+        if A is None:  # the diagonal recovery of A from this C's anchor block
+            A, _ = topic_topic(rows[:, anchors], B, anchors)
+    A = model.arrays["A"] if A is None else A
+    (parts, p), = _progress.compute(fit_partials_tasks(url, name, B, A, W=W if has_anchors else None,
+                                                         Cbar_S=Cbar_S, block=block))
+    dom, why = dominancy(A)
+    out = {
+        "recovery": _finite(recovery(parts)) if has_anchors else None,
+        "approximation": approximation(parts, B, A),
+        "dominancy": _finite(dom),
+        "specificity": specificity(B, p),
+    }
+    notes = {}
+    if not has_anchors:
+        notes["recovery"] = "the model has no anchor words (e.g. Gibbs sampling): recovery is undefined"
+    if why:
+        notes["dominancy"] = why
+    return out | ({"notes": notes} if notes else {})
+
+
+def evaluate(root: str, *, models: list[str] | None = None) -> dict[str, Any]:
+    """Measure every model (or ``models``) under ``root`` and write ``<root>/report/metrics.json``.
+
+    Parameters
+    ----------
+    root : str
+    models : list of str, optional
+        Model names (default: all under ``<root>/model.zarr``).
+
+    Returns
+    -------
+    dict
+        What was written: ``{"models": {name: {...}}, "definitions": {...}}``.
+        NaN values are written as null with the reason under ``notes``.
+    """
+    root = os.fspath(root)
+    store = open_cooccurrence(cooc_path(root))
+    names = list_models(root) if models is None else list(models)
+    if not names:
+        raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")
+    block = int(config.get("fit.recover-block"))
+    D1 = store.D1[:].astype(np.float64)
+    has_d2 = "D2" in store.group
+    results: dict[str, Any] = {}
+    for name in names:
+        model = open_model(root, name)
+        B = model.arrays["B"]
+        if B.shape[0] != store.n_words:
+            raise StoreError(f"{model.url}: B has {B.shape[0]} words but {store.url} has {store.n_words}")
+        top = top_words(B, TOP_WORDS)
+        shared: dict[str, Any] = {"dissimilarity": dissimilarity(top)}
+        if has_d2:
+            words = np.unique(top)
+            (sub,) = _progress.compute(codoc_tasks(store.url, words, store.n_words, block=block))
+            pos = np.searchsorted(words, top)
+            D2_top = sub[pos[:, :, None], pos[:, None, :]].astype(np.float64)
+            shared["coherence"] = coherence(top, D1, D2_top, form="paper")
+            shared["coherence_mimno"] = coherence(top, D1, D2_top, form="mimno")
+        else:
+            shared["coherence"] = shared["coherence_mimno"] = None
+        entry: dict[str, Any] = {
+            "n_topics": int(B.shape[1]),
+            "rectifier": model.attrs.get("params", {}).get("rectifier"),
+            "original_C": _against(store.url, "C", model, None, block) | shared,
+        }
+        if "C_rect" in model.group:
+            entry["rectified_C"] = _against(model.url, "C_rect", model, model.arrays["A"], block) | shared
+        if not has_d2:
+            entry["notes"] = {"coherence": f"{store.url} has no D2 (built without co-document counts)"}
+        results[name] = entry
+    out = {
+        "models": results,
+        "definitions": {
+            "recovery": "(1/N) sum_i ||Cbar_i - sum_k p(z=k|x=i) Cbar_{s_k}||_2",
+            "approximation": "||C - B A B^T||_F (C divided by its sum)",
+            "dominancy": "(1/K) sum_k A_kk / sum_l A_kl",
+            "specificity": "(1/K) sum_k KL(B_k || p(X)) in bits, p floored at machine epsilon",
+            "dissimilarity": f"mean number of a topic's top-{TOP_WORDS} words in no other topic's top-{TOP_WORDS}",
+            "coherence": f"(1/K) sum_k sum over ordered pairs x1 != x2 of the top-{TOP_WORDS} of "
+                         "log((D2(x1,x2) + 0.01) / D1(x2)) (the paper's formula)",
+            "coherence_mimno": "the form of Mimno et al. 2011 used by the authors' code: pairs i < j by rank, "
+                               "D1 of the higher-ranked word",
+            "original_C": "measured against cooc.zarr's C; A recovered from its anchor block without rectification",
+            "rectified_C": "measured against the model's rectified C (C_rect) with the model's A",
+        },
+    }
+    write_file(metrics_path(root), json.dumps(out, indent=2, allow_nan=False))
+    return out
+
+
+def read_metrics(root: str) -> dict[str, Any]:
+    """``<root>/report/metrics.json`` as written by :func:`evaluate`."""
+    url = metrics_path(root)
+    fs, path = get_fs(url)
+    if not fs.exists(path):
+        raise StoreError(f"{url}: no metrics; run `jsmf evaluate {root}` first")
+    with fs.open(path) as f:
+        return json.load(f)

@@ -1,0 +1,86 @@
+"""``infer``: each document's topic composition → ``<root>/doc_topics.parquet`` (a directory of parts).
+
+For each document, the simplex-constrained least-squares fit of its word
+distribution by the model's B (exponentiated gradient), as one Dask task per
+row group of the corpus; the parts are committed together by renaming the
+staged directory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pyarrow.dataset as ds
+
+from jsmf_dask import _progress
+from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.fs import arrow_fs, get_fs, join, staged_output
+from jsmf_dask.io.model_store import list_models, open_model
+from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary
+from jsmf_dask.stages.infer import doc_topic_tasks
+
+__all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics"]
+
+
+def doc_topics_path(root: str) -> str:
+    """``<root>/doc_topics.parquet``."""
+    return join(root, "doc_topics.parquet")
+
+
+@dataclass
+class InferReport:
+    """What ``infer`` wrote."""
+
+    path: str
+    model: str
+    n_docs: int
+    n_topics: int
+
+    def lines(self) -> list[str]:
+        return [f"topic compositions of {self.n_docs} documents under model {self.model} "
+                f"({self.n_topics} topics) -> {self.path}"]
+
+
+def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> InferReport:
+    """Write every document's topic weights under ``model`` to ``<root>/doc_topics.parquet``.
+
+    Parameters
+    ----------
+    root : str
+    model : str, optional
+        Model name; required when the root holds more than one.
+    overwrite : bool, default=False
+
+    Returns
+    -------
+    InferReport
+    """
+    root = os.fspath(root)
+    names = list_models(root)
+    if model is None:
+        if len(names) != 1:
+            raise StoreError(f"{root}: choose a model with --model; fitted models: {names or 'none'}")
+        model = names[0]
+    fitted = open_model(root, model)
+    B = fitted.arrays["B"]
+    corpus = corpus_dir(root)
+    n_words = read_vocabulary(corpus).num_rows
+    if B.shape[0] != n_words:
+        raise StoreError(f"{fitted.url}: B has {B.shape[0]} words but {corpus}/vocab.parquet has {n_words}")
+    blocks = list_blocks(corpus)
+    with staged_output(doc_topics_path(root), overwrite=overwrite) as tmp:
+        fs, path = get_fs(tmp)
+        fs.makedirs(path, exist_ok=True)
+        counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp))
+    return InferReport(doc_topics_path(root), model, int(sum(counts)), B.shape[1])
+
+
+def read_doc_topics(root: str):
+    """``<root>/doc_topics.parquet`` as one Arrow table, in corpus order."""
+    url = doc_topics_path(root)
+    fs, path = get_fs(url)
+    if not fs.exists(path):
+        raise StoreError(f"{url}: missing; run `jsmf infer {root}` first")
+    files = sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet"))
+    return ds.dataset(files, format="parquet", filesystem=arrow_fs(fs)).to_table()

@@ -1,0 +1,174 @@
+"""``report``: ``<root>/report/report.html`` (self-contained) and its figures as PNGs beside it.
+
+Sections: the topics (anchor marked), the metric table (from
+``metrics.json``; :func:`~jsmf_dask.pipeline.evaluate.evaluate` runs first
+if it is missing or stale), the analogue of the paper's Figure 1 (2-D PCA of
+``C̄``'s rows with the anchors and their convex hull, original and rectified),
+of Figure 3 (the topic–topic matrices: the Baseline's least-squares ``A``, the
+unrectified diagonal ``A``, the rectified ``A``), the AP trace, and the
+``compare`` sweep when one has been run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+
+import numpy as np
+
+from jsmf_dask import _progress
+from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.fs import get_fs, join, write_file
+from jsmf_dask.io.model_store import FittedModel, list_models, open_model
+from jsmf_dask.io.parquet import corpus_dir, read_vocabulary
+from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence
+from jsmf_dask.kernels.metrics import top_words
+from jsmf_dask.kernels.recover import topic_topic
+from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path, read_metrics
+from jsmf_dask.render import figures
+from jsmf_dask.render.page import Section, report_html, table_html
+from jsmf_dask.stages.evaluate import pca_coordinates, read_rows
+
+__all__ = ["report", "report_dir"]
+
+
+def report_dir(root: str) -> str:
+    """``<root>/report``."""
+    return join(root, "report")
+
+
+def _pick(models: dict[str, FittedModel], wanted: str | None, rectifier: str, k: int | None = None) -> str | None:
+    if wanted is not None:
+        if wanted not in models:
+            raise StoreError(f"no model named {wanted!r}; fitted models: {sorted(models)}")
+        return wanted
+    for name, m in models.items():
+        if m.attrs.get("params", {}).get("rectifier") == rectifier and (k is None or m.arrays["B"].shape[1] == k):
+            return name
+    return None
+
+
+def _topics_table(model: FittedModel, words: list[str]) -> str:
+    B, anchors = model.arrays["B"], model.arrays.get("anchors", np.zeros(0, dtype=np.int64))
+    rows = []
+    for k, top in enumerate(top_words(B, 20)):
+        listed = []
+        for i in top:
+            w = words[i]
+            listed.append(f'<span class="anchor">{w}</span>' if k < len(anchors) and i == anchors[k] else w)
+        anchor = words[anchors[k]] if k < len(anchors) else "–"
+        rows.append([k, ("html", f'<span class="anchor">{anchor}</span>'), ("html", " ".join(listed))])
+    return table_html(["topic", "anchor", "top 20 words"], rows, text_columns=(1, 2))
+
+
+def _metrics_table(metrics: dict) -> str:
+    rows = []
+    for name, entry in metrics["models"].items():
+        for label in ("original_C", "rectified_C"):
+            if label in entry:
+                vals = entry[label]
+                rows.append([name, label.replace("_", " "), *(vals.get(m) for m in METRICS), vals.get("coherence_mimno")])
+    return table_html(["model", "against", *METRICS, "coherence (Mimno form)"], rows, text_columns=(0, 1))
+
+
+def report(root: str, *, model: str | None = None, baseline: str | None = None) -> str:
+    """Write ``<root>/report/report.html`` and the PNGs; return the HTML's path.
+
+    Parameters
+    ----------
+    root : str
+    model : str, optional
+        The model shown in the topic, Figure 1 and trace sections (default:
+        the first AP model).
+    baseline : str, optional
+        The Baseline for Figure 3 (default: the unrectified model of the same K).
+    """
+    root = os.fspath(root)
+    names = list_models(root)
+    if not names:
+        raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")
+    models = {n: open_model(root, n) for n in names}
+    fs, mpath = get_fs(metrics_path(root))
+    metrics = read_metrics(root) if fs.exists(mpath) else None
+    if metrics is None or set(metrics["models"]) != set(names):
+        metrics = evaluate(root)
+    main = _pick(models, model, "ap") or _pick(models, None, "dc") or names[0]
+    m = models[main]
+    k = m.arrays["B"].shape[1]
+    base = _pick(models, baseline, "none", k)
+    words = read_vocabulary(corpus_dir(root)).column("word").to_pylist()
+    store = open_cooccurrence(cooc_path(root))
+    out = report_dir(root)
+    images: dict[str, bytes] = {}
+    sections = []
+
+    shown = [main] + ([base] if base and base != main else [])
+    topic_pngs = {}
+    for name in shown:
+        anchors = models[name].arrays.get("anchors", np.zeros(0, dtype=np.int64))
+        tops = [(words[anchors[t]] if t < len(anchors) else None, [words[i] for i in row])
+                for t, row in enumerate(top_words(models[name].arrays["B"], 20))]
+        png = figures.topic_list(tops, f"{name}: anchor word [in red], then the top words")
+        topic_pngs[f"topics of {name}"] = png
+        images[f"topics-{name}.png"] = png
+    sections.append(Section(f"Topics of {main}", [
+        "Each topic's anchor word (red) and its 20 most probable words."], _topics_table(m, words),
+        {f"topics of {main}": topic_pngs[f"topics of {main}"]}))
+    if base and base != main:
+        sections.append(Section(f"Topics of {base} (the Baseline, no rectification)", [],
+                                _topics_table(models[base], words), {f"topics of {base}": topic_pngs[f"topics of {base}"]}))
+
+    sections.append(Section("Metrics (paper §4)", [
+        "Against the original C, A is the diagonal recovery from the original anchor block; against the "
+        "rectified C, the model's own A. n/a: undefined (see metrics.json for the reason)."], _metrics_table(metrics)))
+
+    anchors = m.arrays.get("anchors", np.zeros(0, dtype=np.int64))
+    if anchors.size:
+        spaces = {"original C̄ (2-D PCA)": pca_coordinates(store.url, "C")}
+        if "C_rect" in m.group:
+            spaces[f"rectified C̄ of {main} (2-D PCA)"] = pca_coordinates(m.url, "C_rect")
+        coords = _progress.compute(*spaces.values())
+        png = figures.anchor_hull(dict(zip(spaces, coords, strict=True)), anchors)
+        images["anchor-hull.png"] = png
+        sections.append(Section("Anchor words and their convex hull (the paper's Figure 1)", [
+            "Every word's row of C̄ projected on its two principal axes; the anchors (red) should span the "
+            "others. Without rectification many words fall outside the anchors' hull."], "", {"Figure 1 analogue": png}))
+
+        rows = read_rows(store.url, "C", anchors)
+        A_unrect, _ = topic_topic(rows[:, anchors], m.arrays["B"], anchors)
+        mats = {}
+        if base:
+            mats[f"Baseline least-squares A ({base})"] = models[base].arrays["A_least_squares"]
+        else:
+            mats[f"least-squares A of {main}'s B"] = m.arrays["A_least_squares"]
+        mats["unrectified diagonal A (original C_SS)"] = A_unrect
+        mats[f"rectified A ({main})"] = m.arrays["A"]
+        png = figures.topic_topic_heatmaps(mats)
+        images["topic-topic.png"] = png
+        sections.append(Section("Topic–topic matrices (the paper's Figure 3)", [
+            "The Baseline's least-squares A has negative entries; the diagonal recovery from the rectified C is "
+            "doubly non-negative."], "", {"Figure 3 analogue": png}))
+
+    if m.trace and len(m.trace.get("delta", [])):
+        png = figures.ap_trace(m.trace)
+        images["ap-trace.png"] = png
+        sections.append(Section(f"Alternating projection trace ({main})", [
+            f"{m.attrs.get('n_iter')} iterations; final eigen-residual {m.attrs.get('final_eig_residual', float('nan')):.2g}."],
+            "", {"AP trace": png}))
+
+    fs_out, out_path = get_fs(join(out, "compare.png"))
+    if fs_out.exists(out_path):
+        with fs_out.open(out_path, "rb") as f:
+            sections.append(Section("K sweep (the paper's Figure 4)", ["From `jsmf compare`."], "",
+                                    {"Figure 4 analogue": f.read()}))
+
+    for filename, png in images.items():
+        write_file(join(out, filename), png)
+    page = report_html(
+        f"jsmf report: {root}", sections,
+        subtitle=f"{store.n_words} words, {store.attrs.get('n_docs')} documents; models: {', '.join(names)}; "
+                 f"written {_dt.datetime.now(_dt.UTC).isoformat(timespec='seconds')}",
+    )
+    url = join(out, "report.html")
+    write_file(url, page.encode("utf-8"))
+    return url

@@ -1,0 +1,142 @@
+"""The report's figures as PNG bytes (matplotlib, Agg backend; no I/O, no dask).
+
+Each function takes plain arrays and returns the encoded PNG, so the caller
+decides where it goes (a file, a data URI in the HTML report).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy.spatial import ConvexHull, QhullError  # noqa: E402
+
+__all__ = ["metric_curves", "anchor_hull", "topic_topic_heatmaps", "ap_trace", "topic_list"]
+
+_LABELS = {
+    "recovery": "Recovery (lower better)",
+    "approximation": "Approximation (lower better)",
+    "dominancy": "Dominancy (higher better)",
+    "specificity": "Specificity, bits (higher better)",
+    "dissimilarity": "Dissimilarity (higher better)",
+    "coherence": "Coherence (higher better)",
+}
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def metric_curves(rows: Sequence[Mapping], metrics: Sequence[str]) -> bytes:
+    """The analogue of the paper's Figure 4: each metric against K (log axis), one line per method.
+
+    Parameters
+    ----------
+    rows : sequence of mappings
+        Each with ``method``, ``n_topics`` and a value (or None) per metric.
+    metrics : sequence of str
+    """
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cols = 3
+    fig, axes = plt.subplots((len(metrics) + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.2 * ((len(metrics) + 2) // 3)),
+                             squeeze=False)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        for method in methods:
+            pts = sorted((r["n_topics"], r[metric]) for r in rows if r["method"] == method and r.get(metric) is not None)
+            if pts:
+                ks, vs = zip(*pts, strict=True)
+                ax.plot(ks, vs, marker="o", label=method)
+        ax.set_xscale("log")
+        ax.set_xlabel("K (topics)")
+        ax.set_title(_LABELS.get(metric, metric), fontsize=10)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def anchor_hull(spaces: Mapping[str, np.ndarray], anchors: np.ndarray) -> bytes:
+    """The analogue of the paper's Figure 1: words in 2-D PCA of ``C̄``'s rows, anchors and their hull.
+
+    Parameters
+    ----------
+    spaces : mapping of title → ndarray, shape (N, 2)
+        Each space's 2-D projection of every word (e.g. original and rectified).
+    anchors : ndarray, shape (K,)
+    """
+    fig, axes = plt.subplots(1, len(spaces), figsize=(5.5 * len(spaces), 5), squeeze=False)
+    for ax, (title, xy) in zip(axes.flat, spaces.items(), strict=True):
+        ax.scatter(xy[:, 0], xy[:, 1], s=3, c="0.55", alpha=0.5, label="words", rasterized=True)
+        S = xy[anchors]
+        ax.scatter(S[:, 0], S[:, 1], s=28, c="tab:red", label="anchors", zorder=3)
+        if len(S) >= 3:
+            try:
+                hull = ConvexHull(S)
+                for simplex in hull.simplices:
+                    ax.plot(S[simplex, 0], S[simplex, 1], c="tab:red", lw=1)
+            except QhullError:  # anchors on a line in 2-D
+                pass
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("PC 1")
+        ax.set_ylabel("PC 2")
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
+    """The analogue of the paper's Figure 3: each topic–topic matrix as a heat map (shared, centred scale)."""
+    vmax = max(float(np.nanmax(np.abs(A))) for A in matrices.values()) or 1.0
+    fig, axes = plt.subplots(1, len(matrices), figsize=(4.4 * len(matrices), 4), squeeze=False)
+    im = None
+    for ax, (title, A) in zip(axes.flat, matrices.items(), strict=True):
+        im = ax.imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        neg = int(np.count_nonzero(A < 0))
+        ax.set_title(f"{title}\n(min {np.nanmin(A):.2g}, {neg} negative entries)", fontsize=9)
+        ax.set_xlabel("topic")
+        ax.set_ylabel("topic")
+    fig.colorbar(im, ax=list(axes.flat), shrink=0.8)
+    return _png(fig)
+
+
+def ap_trace(trace: Mapping[str, np.ndarray]) -> bytes:
+    """AP's convergence: ‖ΔC‖ and the distance to PSD_K per iteration (log scale)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for key, label in (("delta", "‖C_t − C_{t−1}‖_F"), ("dist_psd", "distance of C_t to PSD_K")):
+        values = np.asarray(trace.get(key, []), dtype=np.float64)
+        if values.size:
+            ax.semilogy(np.arange(1, values.size + 1), np.maximum(values, 1e-300), label=label)
+    ax.set_xlabel("AP iteration")
+    ax.set_ylabel("Frobenius norm")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def topic_list(topics: Sequence[tuple[str | None, Sequence[str]]], title: str, n_words: int = 10) -> bytes:
+    """Topics as text: the anchor word (in red, if any) then the top words, one line per topic."""
+    height = 0.8 + 0.24 * len(topics)
+    fig, ax = plt.subplots(figsize=(11, height))
+    ax.axis("off")
+    ax.set_title(title, fontsize=10, loc="left")
+    for i, (anchor, words) in enumerate(topics):
+        y = 1 - (i + 0.5) / len(topics)
+        ax.text(0.0, y, f"{i:3d}", family="monospace", fontsize=8, va="center", transform=ax.transAxes)
+        x = 0.04
+        if anchor is not None:
+            ax.text(x, y, f"[{anchor}]", color="tab:red", family="monospace", fontsize=8, va="center",
+                    transform=ax.transAxes)
+            x = 0.17
+        ax.text(x, y, " ".join(words[:n_words]), family="monospace", fontsize=8, va="center", transform=ax.transAxes)
+    return _png(fig)

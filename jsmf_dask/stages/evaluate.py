@@ -1,0 +1,96 @@
+"""Graph builders for evaluation: the measures that touch N×N data, as row-block tasks.
+
+* :func:`fit_partials_tasks` — one pass over a stored ``C`` (the original in
+  ``cooc.zarr`` or a model's ``C_rect``) giving recovery and approximation
+  partials and the row sums ``p(x)``.
+* :func:`codoc_tasks` — the co-document counts among the topics' top words,
+  read from ``D2`` by row blocks.
+* :func:`pca_coordinates` — every word's 2-D PCA coordinates of the rows of
+  ``C̄`` (the paper's Figure 1), by dask's randomised SVD over the stored chunks.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import zarr
+
+from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.kernels.metrics import fit_partials
+
+__all__ = ["read_rows", "fit_partials_tasks", "codoc_tasks", "pca_coordinates"]
+
+
+def _array(url: str, name: str) -> zarr.Array:
+    return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name]
+
+
+def read_rows(url: str, name: str, rows: np.ndarray) -> np.ndarray:
+    """Rows ``rows`` (any order) of the N×N array ``name`` in the store at ``url``."""
+    return _array(url, name).oindex[np.asarray(rows, dtype=np.int64), :]
+
+
+def _fit_rows(url: str, name: str, rows: tuple[int, int], B_rows, BA, W_rows, Cbar_S):
+    C_rows = _array(url, name)[rows[0] : rows[1], :]
+    return fit_partials(C_rows, B_rows, BA, W_rows, Cbar_S), C_rows.sum(axis=1)
+
+
+def _combine(parts):
+    total = parts[0][0]
+    for p, _ in parts[1:]:
+        total = total + p
+    return total, np.concatenate([s for _, s in parts])
+
+
+def fit_partials_tasks(
+    url: str, name: str, B: np.ndarray, A: np.ndarray, *, W: np.ndarray | None = None,
+    Cbar_S: np.ndarray | None = None, block: int = 1024,
+) -> dask.delayed:
+    """One delayed ``(FitPartials, row sums)`` over all row blocks of the stored ``C``.
+
+    ``W`` and ``Cbar_S`` (the anchors' rows of ``C̄`` of this same ``C``) are
+    needed for recovery; without them its partial is NaN.
+    """
+    n = B.shape[0]
+    BA = dask.delayed(B @ A, pure=True)
+    shared_S = dask.delayed(Cbar_S, pure=True) if Cbar_S is not None else None
+    parts = [
+        dask.delayed(_fit_rows, pure=True)(
+            url, name, (r0, min(r0 + block, n)), B[r0 : r0 + block], BA,
+            None if W is None else W[r0 : r0 + block], shared_S,
+        )
+        for r0 in range(0, n, block)
+    ]
+    return dask.delayed(_combine, pure=True)(parts)
+
+
+def _codoc_rows(url: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    return _array(url, "D2").oindex[rows, cols]
+
+
+def codoc_tasks(url: str, words: np.ndarray, n_words: int, *, block: int) -> dask.delayed:
+    """``D2[words][:, words]`` for sorted unique ``words``, gathered by row blocks of ``block`` words."""
+    words = np.asarray(words, dtype=np.int64)
+    pieces = []
+    for r0 in range(0, n_words, block):
+        sel = words[(words >= r0) & (words < r0 + block)]
+        if sel.size:
+            pieces.append(dask.delayed(_codoc_rows, pure=True)(url, sel, words))
+    return dask.delayed(np.vstack, pure=True)(pieces)
+
+
+
+def pca_coordinates(url: str, name: str, *, seed: int = 0) -> da.Array:
+    """Lazy (N, 2): each word's projection on the top two principal axes of the rows of ``C̄``.
+
+    ``C̄`` is the stored ``C`` with rows divided by their sums (all-zero rows
+    stay zero), centred; the axes come from :func:`dask.array.linalg.svd_compressed`
+    with power iterations, chunk by chunk of the store.
+    """
+    X = da.from_zarr(url, component=name)
+    p = X.sum(axis=1)
+    Xbar = X / da.where(p > 0, p, 1.0)[:, None]
+    centred = Xbar - Xbar.mean(axis=0)
+    u, s, _ = da.linalg.svd_compressed(centred, k=2, n_power_iter=4, seed=seed, compute=False)
+    return u * s

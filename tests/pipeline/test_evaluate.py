@@ -1,0 +1,191 @@
+"""evaluate, compare, report and infer on a small semi-synthetic root, checked against dense references."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from jsmf_dask import RectifiedAnchorWords, compare, cooccur, evaluate, fit, infer, open_cooccurrence, open_model, report, synth
+from jsmf_dask.kernels.metrics import coherence, dissimilarity, dominancy, specificity, top_words
+from jsmf_dask.kernels.recover import topic_topic
+from jsmf_dask.pipeline.infer import read_doc_topics
+from jsmf_dask.pipeline.synth import read_truth
+
+
+@pytest.fixture(scope="module")
+def fitted_root(tmp_path_factory):
+    import dask
+
+    root = tmp_path_factory.mktemp("evaluate")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(root, n_docs=4000, n_words=250, n_topics=5, doc_length=60, seed=3, row_group_size=1000)
+        cooccur(root, tile_size=100)
+        fit(root, n_topics=5, rectifier="ap", iterations=30, min_anchor_df=0)
+        with pytest.warns(UserWarning, match="never co-occur"):  # rare anchors without rectification
+            fit(root, n_topics=5, rectifier="none", min_anchor_df=0)
+    return root
+
+
+def dense_metrics(C: np.ndarray, B: np.ndarray, A: np.ndarray, W: np.ndarray, anchors: np.ndarray) -> dict:
+    """Recovery, approximation and specificity the slow, obvious way."""
+    Cn = C / C.sum()
+    rs = C.sum(axis=1, keepdims=True)
+    Cbar = C / np.where(rs > 0, rs, 1.0)  # words in no document keep a zero row
+    rec = np.mean([np.linalg.norm(Cbar[i] - W[i] @ Cbar[anchors]) for i in range(C.shape[0])])
+    apx = np.linalg.norm(Cn - B @ A @ B.T)
+    p = Cn.sum(axis=1)
+    spec = np.mean([np.sum(B[B[:, k] > 0, k] * np.log2(B[B[:, k] > 0, k] / np.maximum(p[B[:, k] > 0], 2.2e-16)))
+                    for k in range(B.shape[1])])
+    return {"recovery": rec, "approximation": apx, "specificity": spec}
+
+
+def test_evaluate_matches_dense_references(fitted_root):
+    out = evaluate(fitted_root)
+    assert json.loads((fitted_root / "report" / "metrics.json").read_text()) == out
+    store = open_cooccurrence(f"{fitted_root}/cooc.zarr")
+    C = store.C[:]
+    D1, D2 = store.D1[:], store.D2[:]
+    for name in ("k5-ap", "k5-none"):
+        model = open_model(fitted_root, name)
+        B, W, anchors = model.arrays["B"], model.arrays["weights"], model.arrays["anchors"]
+        C_rect = model.C_rect[:]
+        A_orig, _ = topic_topic(C[np.ix_(anchors, anchors)], B, anchors)
+        top = top_words(B, 20)
+        D2_top = np.stack([D2[np.ix_(t, t)] for t in top]).astype(float)
+        shared = {"dissimilarity": dissimilarity(top), "coherence": coherence(top, D1, D2_top)}
+        for label, CC, A in (("original_C", C, A_orig), ("rectified_C", C_rect, model.arrays["A"])):
+            got = out["models"][name][label]
+            want = dense_metrics(CC, B, A, W, anchors) | shared | {"dominancy": dominancy(A)[0]}
+            for metric, value in want.items():
+                if math.isnan(value):  # reported as null, with the reason
+                    assert got[metric] is None and "never co-occur" in got["notes"][metric], (name, label, metric)
+                else:
+                    assert got[metric] == pytest.approx(value, rel=1e-9, abs=1e-12), (name, label, metric)
+    # the rectified A is doubly non-negative, so its dominancy is a proper fraction
+    assert 0 < out["models"]["k5-ap"]["rectified_C"]["dominancy"] <= 1
+
+
+def test_report_is_self_contained_with_non_blank_figures(fitted_root):
+    from matplotlib.image import imread
+
+    path = report(fitted_root)
+    html = (fitted_root / "report" / "report.html").read_text()
+    assert path.endswith("report/report.html")
+    sources = re.findall(r'src="([^"]*)"', html)
+    assert len(sources) >= 4 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert not re.search(r'(href|src)="(?!data:)', html)  # nothing outside the file
+    for s in sources:
+        assert base64.b64decode(s.split(",", 1)[1]).startswith(b"\x89PNG")
+    pngs = sorted((fitted_root / "report").glob("*.png"))
+    assert {p.name for p in pngs} >= {"anchor-hull.png", "topic-topic.png", "ap-trace.png", "topics-k5-ap.png"}
+    for png in pngs:
+        pixels = imread(png)[..., :3]
+        assert pixels.var() > 1e-3, png.name  # not a blank canvas
+    assert "Figure 1" in html and "Figure 3" in html and "k5-ap" in html
+
+
+def test_report_renders_in_headless_chromium(fitted_root, tmp_path):
+    from matplotlib.image import imread
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.fail("chromium is not installed (make test installs Debian's chromium where it is missing)")
+    report(fitted_root)
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2400",
+         (fitted_root / "report" / "report.html").as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape[0] >= 2000 and pixels.var() > 1e-3
+
+
+def test_compare_runs_every_method_and_writes_table_and_figure(tmp_path):
+    from matplotlib.image import imread
+
+    synth(tmp_path, n_docs=1500, n_words=120, n_topics=3, doc_length=50, seed=5)
+    cooccur(tmp_path, tile_size=64)
+    result = compare(tmp_path, topics=[3, 4], methods=["none", "dc", "ap", "gibbs"], iterations=20,
+                     gibbs_iterations=50)
+    assert [(r["method"], r["n_topics"]) for r in result.rows] == [
+        (m, k) for k in (3, 4) for m in ("none", "dc", "ap", "gibbs")]
+    csv = (tmp_path / "report" / "compare.csv").read_text().splitlines()
+    assert len(csv) == 9 and csv[0].startswith("method,n_topics,model,recovery")
+    md = (tmp_path / "report" / "compare.md").read_text()
+    assert md.count("| gibbs |") == 2
+    gibbs = [r for r in result.rows if r["method"] == "gibbs"]
+    assert all(r["recovery"] is None and r["approximation"] > 0 for r in gibbs)  # no anchors, still scored
+    assert imread(tmp_path / "report" / "compare.png")[..., :3].var() > 1e-3
+
+
+def test_compare_names_the_missing_extra(tmp_path, monkeypatch):
+    import builtins
+
+    from jsmf_dask.pipeline.gibbs import MissingExtraError
+
+    real_import = builtins.__import__
+
+    def no_tomotopy(name, *args, **kwargs):
+        if name == "tomotopy":
+            raise ImportError("No module named 'tomotopy'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tomotopy)
+    with pytest.raises(MissingExtraError, match=r"pip install 'jsmf_dask\[gibbs\]'"):
+        compare(tmp_path, topics=[3], methods=["ap", "gibbs"])
+    assert not (tmp_path / "model.zarr").exists()
+
+
+def test_infer_recovers_document_mixtures(fitted_root):
+    rep = infer(fitted_root, model="k5-ap")
+    table = read_doc_topics(fitted_root)
+    assert rep.n_docs == table.num_rows == 4000
+    assert table.column("doc_id").to_pylist()[:3] == ["d0", "d1", "d2"]
+    theta = np.asarray(table.column("topics").to_pylist())
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, atol=1e-9)
+    truth = read_truth(fitted_root)
+    import zarr
+
+    true_theta = zarr.open_group(str(fitted_root / "truth.zarr"), mode="r")["theta"][:].astype(float)
+    B = open_model(fitted_root, "k5-ap").arrays["B"]
+    # match fitted topics to true topics by their columns of B
+    from scipy.optimize import linear_sum_assignment
+
+    cost = np.abs(truth["B"][:, :, None] - B[:, None, :]).sum(axis=0)
+    rows, cols = linear_sum_assignment(cost)
+    theta = theta[:, cols[np.argsort(rows)]]
+    err = np.abs(theta - true_theta).sum(axis=1).mean()
+    uniform = np.abs(1 / 5 - true_theta).sum(axis=1).mean()
+    corpus_level = np.abs(true_theta.mean(axis=0) - true_theta).sum(axis=1).mean()
+    # measured: err 0.30, uniform 1.34, corpus-level weights 1.33 (60 tokens a document, Dirichlet(0.1))
+    assert err < 0.5 * min(uniform, corpus_level)
+    assert math.isfinite(err)
+
+
+def test_transform_returns_the_topic_of_a_pure_document(fitted_root):
+    model = RectifiedAnchorWords(n_topics=5, max_iter=30, min_anchor_df=0).fit(fitted_root, name="k5-est")
+    docs = model.components_ * 500
+    theta = model.transform(docs)
+    assert (theta.argmax(axis=1) == np.arange(5)).all()
+    assert theta.max(axis=1).min() > 0.99
+    with pytest.raises(ValueError, match="one column per word"):
+        model.transform(np.ones((2, 7)))
+
+
+def test_doc_topics_parquet_schema(fitted_root):
+    infer(fitted_root, model="k5-ap", overwrite=True)
+    files = sorted((fitted_root / "doc_topics.parquet").glob("part-*.parquet"))
+    assert len(files) == 4  # one part per row group
+    schema = pq.read_schema(files[0])
+    assert schema.names == ["doc_id", "n_tokens", "topics"] and schema.field("topics").type.list_size == 5
