@@ -6,7 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_ROOT ?= demo-run
 
-.PHONY: demo test install clean bench
+.PHONY: demo test install clean bench browser
+
+# The report's browser test needs Debian's chromium; install it where it is missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +24,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m pipelines.demo --root $(DEMO_ROOT)
 
-test: $(STAMP)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium (for the report's headless-browser test)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

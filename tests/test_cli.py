@@ -33,3 +33,54 @@ def test_fit_errors_exit_1_and_write_nothing(tmp_path, capsys):
     assert listing(tmp_path / "run") == before
     assert main(["fit", str(tmp_path / "nowhere"), "--topics", "3", *local]) == 1
     assert "co-occurrence store does not exist" in capsys.readouterr().err
+
+
+def test_evaluate_report_infer_compare_commands(tmp_path, capsys):
+    import json
+
+    root = str(tmp_path / "run")
+    local = ["--scheduler", "synchronous", "--quiet"]
+    main(["synth", root, "--docs", "800", "--vocab", "100", "--topics", "3", "--doc-length", "40"])
+    main(["cooccur", root, *local])
+    main(["fit", root, "--topics", "3", "--iterations", "10", "--min-anchor-df", "0", *local])
+    capsys.readouterr()
+    assert main(["evaluate", root, *local]) == 0
+    out = capsys.readouterr().out
+    assert "metrics written to" in out and "k3-ap" in out and "rectified_C" in out
+    assert set(json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())["models"]) == {"k3-ap"}
+    assert main(["report", root, *local]) == 0
+    assert capsys.readouterr().out.strip().endswith("report/report.html")
+    assert main(["infer", root, *local]) == 0
+    assert "topic compositions of 800 documents under model k3-ap" in capsys.readouterr().out
+    import warnings
+
+    with warnings.catch_warnings():  # the CLI prints warnings (here: the Baseline's rare anchors) on stderr
+        warnings.simplefilter("always", UserWarning)
+        assert main(["compare", root, "--topics", "2,3", "--methods", "none,ap", "--iterations", "5", *local]) == 0
+    captured = capsys.readouterr()
+    assert "jsmf: warning: the 2 anchors never co-occur" in captured.err
+    out = captured.out
+    assert "| none | 2 |" in out and "| ap | 3 |" in out and "compare.png" in out
+
+
+def test_evaluate_report_infer_errors_exit_1(tmp_path, capsys):
+    root = str(tmp_path / "run")
+    local = ["--scheduler", "synchronous", "--quiet"]
+    main(["synth", root, "--docs", "300", "--vocab", "50", "--topics", "3", "--doc-length", "30"])
+    main(["cooccur", root, *local])
+    before = listing(tmp_path / "run")
+    capsys.readouterr()
+    for command in (["evaluate", root], ["report", root], ["infer", root]):
+        assert main([*command, *local]) == 1
+        assert "no fitted models under model.zarr; run `jsmf fit` first" in capsys.readouterr().err
+    assert main(["evaluate", root, "--model", "k9-ap", *local]) == 1
+    assert "k9-ap: no such model" in capsys.readouterr().err
+    assert main(["compare", root, "--topics", "3", "--methods", "ap,lda", *local]) == 1
+    assert "'methods' parameter of compare must be" in capsys.readouterr().err
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_info:  # argparse: not a list of ints
+        main(["compare", root, "--topics", "3,x", *local])
+    assert exit_info.value.code == 2
+    assert "expected comma-separated integers, got '3,x'" in capsys.readouterr().err
+    assert listing(tmp_path / "run") == before

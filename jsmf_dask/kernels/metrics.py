@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 __all__ = [
     "COHERENCE_EPSILON",
@@ -26,6 +27,8 @@ __all__ = [
     "top_words",
     "dissimilarity",
     "coherence",
+    "match_topics",
+    "matched_errors",
 ]
 
 COHERENCE_EPSILON = 0.01
@@ -184,3 +187,25 @@ def coherence(top: np.ndarray, D1: np.ndarray, D2_top: np.ndarray, *, form: str 
     else:
         raise ValueError(f"unknown coherence form {form!r}; expected 'paper' or 'mimno'")
     return float(L[:, mask].sum(axis=1).mean())
+
+
+def match_topics(B: np.ndarray, B_true: np.ndarray) -> np.ndarray:
+    """The permutation of fitted topics that best matches the true ones (min total L1, Hungarian).
+
+    Returns
+    -------
+    ndarray of int, shape (K,)
+        ``perm[k]`` is the fitted topic matched to true topic ``k``.
+    """
+    k = B_true.shape[1]
+    cost = np.stack([np.abs(B_true[:, [t]] - B).sum(axis=0) for t in range(k)])
+    rows, cols = linear_sum_assignment(cost)
+    return cols[np.argsort(rows)]
+
+
+def matched_errors(B: np.ndarray, A: np.ndarray, B_true: np.ndarray, A_true: np.ndarray) -> tuple[float, float]:
+    """Errors after optimal column matching: B's mean L1 over topics, and A's total L1 (both in [0, 2])."""
+    perm = match_topics(B, B_true)
+    b_err = float(np.abs(B[:, perm] - B_true).sum(axis=0).mean())
+    a_err = float(np.abs(A[np.ix_(perm, perm)] - A_true).sum())
+    return b_err, a_err

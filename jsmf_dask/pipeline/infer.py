@@ -58,6 +58,8 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     """
     root = os.fspath(root)
     names = list_models(root)
+    if not names:
+        raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")
     if model is None:
         if len(names) != 1:
             raise StoreError(f"{root}: choose a model with --model; fitted models: {names or 'none'}")

@@ -95,17 +95,17 @@ def anchor_hull(spaces: Mapping[str, np.ndarray], anchors: np.ndarray) -> bytes:
 
 
 def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
-    """The analogue of the paper's Figure 3: each topic–topic matrix as a heat map (shared, centred scale)."""
-    vmax = max(float(np.nanmax(np.abs(A))) for A in matrices.values()) or 1.0
-    fig, axes = plt.subplots(1, len(matrices), figsize=(4.4 * len(matrices), 4), squeeze=False)
-    im = None
+    """The analogue of the paper's Figure 3: each topic–topic matrix as a heat map (own scale, centred at 0)."""
+    fig, axes = plt.subplots(1, len(matrices), figsize=(4.8 * len(matrices), 4), squeeze=False)
     for ax, (title, A) in zip(axes.flat, matrices.items(), strict=True):
+        vmax = float(np.nanmax(np.abs(A))) or 1.0
         im = ax.imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
         neg = int(np.count_nonzero(A < 0))
-        ax.set_title(f"{title}\n(min {np.nanmin(A):.2g}, {neg} negative entries)", fontsize=9)
+        ax.set_title(f"{title}\n(sum {np.nansum(A):.3g}, min {np.nanmin(A):.2g}, {neg} negative)", fontsize=9)
         ax.set_xlabel("topic")
         ax.set_ylabel("topic")
-    fig.colorbar(im, ax=list(axes.flat), shrink=0.8)
+        fig.colorbar(im, ax=ax, shrink=0.75)
+    fig.tight_layout()
     return _png(fig)
 
 

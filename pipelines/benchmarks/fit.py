@@ -28,16 +28,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
+from jsmf_dask.kernels.metrics import match_topics
 from pipelines.benchmarks.cooccur import RSSSampler
 
 
 def matched_l1(B: np.ndarray, truth: np.ndarray) -> float:
-    cost = np.abs(truth[:, :, None] - B[:, None, :]).sum(axis=0) if B.shape[0] * B.shape[1] ** 2 < 3e8 else \
-        np.stack([np.abs(truth[:, [k]] - B).sum(axis=0) for k in range(truth.shape[1])])
-    rows, cols = linear_sum_assignment(cost)
-    return float(cost[rows, cols].mean())
+    """Mean L1 over topics between ``truth`` and ``B``'s columns after optimal matching."""
+    return float(np.abs(B[:, match_topics(B, truth)] - truth).sum(axis=0).mean())
 
 
 def write_docword(root: Path, path: Path) -> None:

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jsmf_dask import RectifiedAnchorWords, compare, cooccur, evaluate, fit, infer, open_cooccurrence, open_model, report, synth
-from jsmf_dask.kernels.metrics import coherence, dissimilarity, dominancy, specificity, top_words
+from jsmf_dask.kernels.metrics import match_topics, coherence, dissimilarity, dominancy, specificity, top_words
 from jsmf_dask.kernels.recover import topic_topic
 from jsmf_dask.pipeline.infer import read_doc_topics
 from jsmf_dask.pipeline.synth import read_truth
@@ -159,12 +159,7 @@ def test_infer_recovers_document_mixtures(fitted_root):
 
     true_theta = zarr.open_group(str(fitted_root / "truth.zarr"), mode="r")["theta"][:].astype(float)
     B = open_model(fitted_root, "k5-ap").arrays["B"]
-    # match fitted topics to true topics by their columns of B
-    from scipy.optimize import linear_sum_assignment
-
-    cost = np.abs(truth["B"][:, :, None] - B[:, None, :]).sum(axis=0)
-    rows, cols = linear_sum_assignment(cost)
-    theta = theta[:, cols[np.argsort(rows)]]
+    theta = theta[:, match_topics(B, truth["B"])]  # fitted topics in the order of the true ones
     err = np.abs(theta - true_theta).sum(axis=1).mean()
     uniform = np.abs(1 / 5 - true_theta).sum(axis=1).mean()
     corpus_level = np.abs(true_theta.mean(axis=0) - true_theta).sum(axis=1).mean()
