@@ -2,7 +2,6 @@
 
 import math
 
-
 from pipelines.semisynthetic import run
 
 
