@@ -24,6 +24,7 @@ from typing import Protocol
 
 import numpy as np
 import scipy.linalg as sla
+import scipy.linalg.blas  # noqa: F401  (sla.blas.dsymm)
 import scipy.sparse as sps
 import scipy.sparse.linalg as spla
 
@@ -288,89 +289,123 @@ class APOperator(Protocol):
         """
 
 
+def _mirror_upper(X: np.ndarray, step: int) -> None:
+    """Fill the lower part of ``X`` from its upper part, for ``X`` formed by row chunks of ``step`` rows
+    (diagonal blocks whole, blocks right of them valid)."""
+    n = X.shape[0]
+    for r0 in range(0, n, step):
+        r1 = min(r0 + step, n)
+        X[r1:, r0:r1] = X[r0:r1, r1:].T
+
+
 class DenseAP:
     """:class:`APOperator` for a ``C`` held in memory (the single-task path).
 
-    Holds two N×N buffers: the current iterate and the previous one. One pass
-    over cache-sized row chunks forms the new iterate ``max(L, 0)`` with
-    ``L = YΛYᵀ + c`` (the only O(N²K) work of an AP cycle), measures it
-    against the previous one and multiplies it by the next eigensolve's warm
-    block ``V``. That product costs O(NK·b) rather than O(N²b): it is
-    ``L V`` in low-rank form plus the clipped part ``max(−L, 0) V``, which is
-    sparse; chunks whose clipped part is not (over 5 % of entries) are
-    multiplied densely while in cache.
+    Holds two N×N buffers: the current iterate and the previous one. The
+    iterate ``max(L, 0)`` with ``L = YΛYᵀ + c`` is symmetric, so one pass over
+    row chunks forms only its upper part (each chunk's diagonal block and the
+    columns right of it: half the O(N²K) work, the only such work of an AP
+    cycle), measures it against the previous iterate (sums over the upper part,
+    off-diagonal blocks counted twice), and multiplies it by the next
+    eigensolve's warm block ``V``. That product costs O(NK·b), not O(N²b): it
+    is ``L V`` in low-rank form plus the clipped part ``max(−L, 0) V``, which
+    is sparse (when it is not, over 5 % of entries, the product is a ``dsymm``
+    on the upper part). The lower part is filled in only when the dense
+    iterate is asked for (:meth:`dense`).
+
+    Parameters
+    ----------
+    C : ndarray, shape (N, N)
+        Symmetric; not modified.
+    chunk_rows : int, optional
+        Rows per chunk of the pass (default: about 12 MB of a row chunk).
     """
 
-    _CHUNK_BYTES = 16 << 20
+    _CHUNK_BYTES = 12 << 20
     _SPARSE_FRACTION = 0.05
 
-    def __init__(self, C: np.ndarray):
+    def __init__(self, C: np.ndarray, *, chunk_rows: int | None = None):
         self.C = C
+        n = C.shape[0]
+        self._step = chunk_rows or max(1, min(n, self._CHUNK_BYTES // (8 * max(n, 1))))
         self._key: LowRankIterate | None = None
-        self._dense: np.ndarray | None = None
+        self._stored: np.ndarray | None = None
+        self._full = True
         self._spare: np.ndarray | None = None
 
     def dense(self, iterate: LowRankIterate | None) -> np.ndarray:
-        """The dense form of ``iterate`` (``C`` itself for None); must be the latest iterate compared."""
+        """The dense form of ``iterate`` (``C`` itself for None)."""
         if iterate is None:
             return self.C
         if self._key is not iterate:
             n = self.C.shape[0]
-            self._dense = iterate.block(slice(0, n), slice(0, n))
-            self._key = iterate
-        return self._dense
+            self._stored, self._key, self._full = iterate.block(slice(0, n), slice(0, n)), iterate, True
+        elif not self._full:
+            _mirror_upper(self._stored, self._step)
+            self._full = True
+        return self._stored
 
     def matmat(self, iterate, V):
+        if iterate is not None and self._key is iterate and not self._full:
+            # the upper part as the lower triangle of its (Fortran-ordered) transpose
+            return sla.blas.dsymm(1.0, self._stored.T, V, lower=1)
         return self.dense(iterate) @ V
 
     def frobenius(self, iterate):
         return float(np.linalg.norm(self.dense(iterate)))
 
     def compare(self, previous, current, V=None):
-        prev = self.dense(previous)
         n = self.C.shape[0]
+        prev = self.C if previous is None else (self._stored if self._key is previous else self.dense(previous))
         out = self._spare if self._spare is not None and self._spare is not prev else np.empty_like(self.C)
-        step = max(1, self._CHUNK_BYTES // (8 * n))
-        scratch = np.empty((min(step, n), n))
-        negative = np.empty((min(step, n), n), dtype=bool)
+        step = self._step
+        scratch = np.empty(min(step, n) * n)
+        negative = np.empty(min(step, n) * n, dtype=bool)
         # L = [YΛ, c] [Yᵀ; 1ᵀ]: the constant rides along in the product.
         left = np.hstack([current.Y * current.lam, np.full((n, 1), current.c)])
         right = np.vstack([current.Y.T, np.ones((1, n))])
-        row_sums_L = left @ right.sum(axis=1)
-        CV = None
-        if V is not None:
-            CV = left @ (right @ V)
-        diff2 = total = norm2 = 0.0
+        total = float((left @ right.sum(axis=1)).sum())  # ΣL; the clipped mass is added below
+        CV = None if V is None else left @ (right @ V)
+        sparse_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        n_clipped = 0
+        diff2 = norm2 = 0.0
+
+        def twice_off_diagonal(X: np.ndarray, m: int) -> float:
+            return 2.0 * float(np.einsum("ij,ij->", X, X)) - float(np.einsum("ij,ij->", X[:, :m], X[:, :m]))
+
         for r0 in range(0, n, step):
             r1 = min(r0 + step, n)
-            m = r1 - r0
-            block = out[r0:r1]
-            np.matmul(left[r0:r1], right, out=block)
-            total += float(row_sums_L[r0:r1].sum())
+            m, w = r1 - r0, n - r0
+            upper = out[r0:r1, r0:]
+            np.matmul(left[r0:r1], right[:, r0:], out=upper)
             if current.clip:
-                np.less(block, 0.0, out=negative[:m])
-                count = int(np.count_nonzero(negative[:m]))
-                if count and count <= self._SPARSE_FRACTION * block.size:
-                    flat = np.flatnonzero(negative[:m])
-                    clipped = -block.ravel()[flat]
-                    block.ravel()[flat] = 0.0
-                    total += float(clipped.sum())
-                    if V is not None:
-                        rows, cols = np.divmod(flat, n)
-                        CV[r0:r1] += sps.csr_array((clipped, (rows, cols)), shape=(m, n)) @ V
-                elif count:
-                    total -= float(row_sums_L[r0:r1].sum())
-                    np.maximum(block, 0.0, out=block)
-                    total += float(block.sum())
-                    if V is not None:
-                        CV[r0:r1] = block @ V
-            d = np.subtract(block, prev[r0:r1], out=scratch[:m])
-            diff2 += float(np.vdot(d, d))
-            norm2 += float(np.vdot(block, block))
+                neg = negative[: m * w].reshape(m, w)
+                np.less(upper, 0.0, out=neg)
+                if neg.any():
+                    i, j = np.nonzero(neg)
+                    clipped = -upper[i, j]
+                    upper[i, j] = 0.0
+                    mirrored = j >= m  # right of the diagonal block: its mirror image is clipped too
+                    total += float(clipped.sum() + clipped[mirrored].sum())
+                    n_clipped += i.size + int(mirrored.sum())
+                    if V is not None and n_clipped <= self._SPARSE_FRACTION * n * n:
+                        rows, cols = i + r0, j + r0
+                        sparse_parts.append((rows, cols, clipped))
+                        sparse_parts.append((cols[mirrored], rows[mirrored], clipped[mirrored]))
+            d = scratch[: m * w].reshape(m, w)
+            np.subtract(upper, prev[r0:r1, r0:], out=d)
+            diff2 += twice_off_diagonal(d, m)
+            norm2 += twice_off_diagonal(upper, m)
         if previous is not None:
             self._spare = prev
-        self._dense, self._key = out, current
-        return float(np.sqrt(diff2)), total, float(np.sqrt(norm2)), CV
+        self._stored, self._key, self._full = out, current, False
+        if V is not None and n_clipped:
+            if n_clipped > self._SPARSE_FRACTION * n * n:
+                CV = self.matmat(current, V)
+            else:
+                rows, cols, vals = (np.concatenate(x) for x in zip(*sparse_parts, strict=True))
+                CV += sps.csr_array((vals, (rows, cols)), shape=(n, n)) @ V
+        return float(np.sqrt(max(diff2, 0.0))), total, float(np.sqrt(max(norm2, 0.0))), CV
 
 
 def alternating_projection(

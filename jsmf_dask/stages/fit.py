@@ -160,18 +160,18 @@ def recovery_tasks(
     ]
 
 
-def _pinv_times_rows(model_url: str, rows: tuple[int, int], pinv_cols: np.ndarray) -> np.ndarray:
+def _pinv_times_rows(model_url: str, rows: tuple[int, int], pinv: np.ndarray) -> np.ndarray:
     r0, r1 = rows
     C_rows = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")["C_rect"][r0:r1, :]
-    return pinv_cols @ C_rows
+    return pinv[:, r0:r1] @ C_rows
 
 
 def least_squares_tasks(model_url: str, B: np.ndarray, *, block: int) -> dask.delayed:
     """``B⁺ C`` (K×N) summed over row blocks of the rectified C, as one delayed value."""
-    pinv = np.linalg.pinv(B)
+    pinv = dask.delayed(np.linalg.pinv(B), pure=True)  # one K×N array shared by every task
     n = B.shape[0]
     parts = [
-        dask.delayed(_pinv_times_rows, pure=True)(model_url, (r0, min(r0 + block, n)), pinv[:, r0 : r0 + block])
+        dask.delayed(_pinv_times_rows, pure=True)(model_url, (r0, min(r0 + block, n)), pinv)
         for r0 in range(0, n, block)
     ]
     while len(parts) > 1:

@@ -82,9 +82,12 @@ def test_projection_properties(seed, k):
     np.testing.assert_array_equal(np.maximum(clipped, 0), clipped)
 
 
-def test_ap_matches_plain_dense_reference_n500():
+@pytest.mark.parametrize("chunk_rows", [None, 37])  # one chunk, and many (upper part + mirror)
+def test_ap_matches_plain_dense_reference_n500(chunk_rows):
     C = noisy_cooccurrence(500, 8, seed=7, docs=600)
-    iterate, eig, trace, n_iter = alternating_projection(DenseAP(C), 500, 8, iterations=12, eig_tol=1e-11)
+    op = DenseAP(C, chunk_rows=chunk_rows)
+    iterate, eig, trace, n_iter = alternating_projection(op, 500, 8, iterations=12, eig_tol=1e-11)
+    np.testing.assert_allclose(op.dense(iterate), iterate.block(slice(0, 500), slice(0, 500)), rtol=0, atol=1e-15)
     X = iterate.block(slice(0, 500), slice(0, 500))
     X /= X.sum()
     R = reference_ap(C, 8, 12)
@@ -131,3 +134,27 @@ def test_diagonal_completion_recovers_an_exact_low_rank_diagonal(k):
     np.fill_diagonal(damaged, rng.random(80) * C.max())
     out = diagonal_completion(damaged, k, permutations=5, rng=rng)
     np.testing.assert_allclose(out, C / C.sum(), rtol=1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 7, 64])
+@pytest.mark.parametrize("sparse_fraction", [1.0, 0.0])  # clipped part always sparse, or always dsymm
+def test_fused_pass_equals_dense_formulas(chunk_rows, sparse_fraction, monkeypatch):
+    rng = np.random.default_rng(4)
+    n, k = 130, 6
+    Y, _ = np.linalg.qr(rng.standard_normal((n, k)))
+    current = LowRankIterate.normalized(Y, rng.random(k))  # a random rank-6 L: many negative entries to clip
+    C = rng.random((n, n))
+    C = C + C.T
+    V = rng.standard_normal((n, 9))
+    monkeypatch.setattr(DenseAP, "_SPARSE_FRACTION", sparse_fraction)
+    op = DenseAP(C, chunk_rows=chunk_rows)
+    delta, total, norm, CV = op.compare(None, current, V)
+    X = current.block(slice(0, n), slice(0, n))
+    assert (LowRankIterate(Y, current.lam, current.c, clip=False).block(slice(0, n), slice(0, n)) < 0).mean() > 0.1
+    assert delta == pytest.approx(np.linalg.norm(X - C), rel=1e-12)
+    assert total == pytest.approx(X.sum(), rel=1e-12)
+    assert norm == pytest.approx(np.linalg.norm(X), rel=1e-12)
+    np.testing.assert_allclose(CV, X @ V, rtol=0, atol=1e-13 * np.abs(X @ V).max())
+    np.testing.assert_allclose(op.matmat(current, V), X @ V, rtol=0, atol=1e-13 * np.abs(X @ V).max())
+    np.testing.assert_array_equal(op.dense(current) >= 0, True)
+    np.testing.assert_allclose(op.dense(current), X, rtol=0, atol=1e-15)
