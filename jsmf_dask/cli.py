@@ -28,6 +28,8 @@ from jsmf_dask.pipeline.fit import RECTIFIERS, fit
 from jsmf_dask.pipeline.infer import infer
 from jsmf_dask.pipeline.ingest import FORMATS, ingest
 from jsmf_dask.pipeline.report import report
+from jsmf_dask.pipeline.run import run
+from jsmf_dask.pipeline.run_config import load_run_config
 from jsmf_dask.pipeline.synth import synth
 from jsmf_dask.testing.synthetic import PRIORS
 
@@ -36,7 +38,7 @@ __all__ = ["main", "build_parser"]
 log = logging.getLogger("jsmf_dask")
 
 
-def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument(
         "--scheduler",
@@ -47,7 +49,8 @@ def _add_cluster_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: one per core)")
     g.add_argument("--memory-limit", metavar="BYTES", help="LocalCluster memory per worker, e.g. 4GiB")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
-    g.add_argument("--overwrite", action="store_true", help="replace this stage's existing output")
+    if overwrite:
+        g.add_argument("--overwrite", action="store_true", help="replace this stage's existing output")
 
 
 def _int_list(text: str) -> list[int]:
@@ -143,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("root", metavar="ROOT")
     p.add_argument("--model", action="append", dest="models", metavar="NAME",
                    help="only this model (repeatable; default: all)")
-    _add_cluster_options(p)
+    _add_cluster_options(p, overwrite=False)
 
     p = sub.add_parser(
         "compare",
@@ -158,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
     p.add_argument("--gibbs-iterations", type=int, default=1000, help="Gibbs sweeps (default: 1000)")
     p.add_argument("--seed", type=int, default=0)
-    _add_cluster_options(p)
+    _add_cluster_options(p, overwrite=False)
 
     p = sub.add_parser(
         "report",
@@ -168,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("root", metavar="ROOT")
     p.add_argument("--model", help="the model to show (default: the first AP model)")
     p.add_argument("--baseline", help="the Baseline for Figure 3 (default: the unrectified model of the same K)")
-    _add_cluster_options(p)
+    _add_cluster_options(p, overwrite=False)
 
     p = sub.add_parser(
         "infer",
@@ -179,6 +182,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("root", metavar="ROOT")
     p.add_argument("--model", help="model name (required when ROOT holds several)")
     _add_cluster_options(p)
+
+    p = sub.add_parser(
+        "run",
+        help="every stage from one config file, skipping stages committed from the same inputs",
+        description="Run the stages named in CONFIG.toml (ingest, cooccur, fit, evaluate, report, infer) on "
+        "the root it names. A stage whose marker shows the same parameters and inputs is skipped.",
+    )
+    p.add_argument("config", metavar="CONFIG.toml")
+    p.add_argument("--force", action="store_true", help="redo every stage")
+    _add_cluster_options(p, overwrite=False)
 
     p = sub.add_parser(
         "synth",
@@ -273,8 +286,19 @@ def _run_infer(args: argparse.Namespace) -> list[str]:
     return infer(args.root, model=args.model, overwrite=args.overwrite).lines()
 
 
+def _run_run(args: argparse.Namespace) -> list[str]:
+    outcomes = run(args.run_config, force=args.force, log=lambda line: print(line, flush=True))
+    lines = []
+    for o in outcomes:
+        lines.extend(o.lines)
+    ran = sum(o.status == "ran" for o in outcomes)
+    return lines + [f"run {args.run_config.path}: {ran} stage(s) ran, {len(outcomes) - ran} up to date; "
+                    f"outputs under {args.run_config.root}"]
+
+
 _COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "synth": _run_synth,
-             "evaluate": _run_evaluate, "compare": _run_compare, "report": _run_report, "infer": _run_infer}
+             "evaluate": _run_evaluate, "compare": _run_compare, "report": _run_report, "infer": _run_infer,
+             "run": _run_run}
 _LOCAL_ONLY = {"synth"}
 
 
@@ -295,6 +319,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jsmf: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
     try:
+        if args.command == "run":  # validate the config before starting any cluster; it may name one
+            args.run_config = load_run_config(args.config)
+            args.scheduler = args.scheduler or args.run_config.scheduler
+            args.workers = args.workers or args.run_config.workers
+            args.memory_limit = args.memory_limit or args.run_config.memory_limit
         if args.command in _LOCAL_ONLY:
             lines = _COMMANDS[args.command](args)
         else:

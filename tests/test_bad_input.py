@@ -187,3 +187,70 @@ def test_cli_reports_error_and_exit_status(tmp_path, capsys):
     assert status == 1 and "'vocab_size' parameter" in capsys.readouterr().err
     assert main(["cooccur", str(tmp_path / "nothing"), "--scheduler", "synchronous"]) == 1
     assert "vocabulary table does not exist" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- every later stage, through the CLI
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """A root with a corpus, C and two models (k3-ap, k3-none)."""
+    import dask
+
+    from jsmf_dask import fit, synth
+
+    root = tmp_path_factory.mktemp("fitted")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(root, n_docs=2000, n_words=80, n_topics=3, doc_length=40, seed=4)
+        cooccur(root)
+        fit(root, n_topics=3, iterations=5, min_anchor_df=0)
+        fit(root, n_topics=3, rectifier="dc", min_anchor_df=0)
+    return root
+
+
+def _config(tmp: Path, text: str) -> str:
+    path = tmp / "bad.toml"
+    path.write_text(text)
+    return str(path)
+
+
+CLI_CASES = [
+    ("fit-k-too-small", lambda r, t: ["fit", r, "--topics", "1"], r"'n_topics' parameter of fit must be an int"),
+    ("fit-k-too-large", lambda r, t: ["fit", r, "--topics", "80"], r"in the range \[2, 79\] for a vocabulary of 80"),
+    ("fit-iterations", lambda r, t: ["fit", r, "--topics", "3", "--iterations", "0"], r"'iterations' parameter"),
+    ("fit-tol", lambda r, t: ["fit", r, "--topics", "3", "--tol", "-1"], r"'tol' parameter of fit must be a float > 0"),
+    ("fit-anchor-floor", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "100000"],
+     r"only \d+ words occur in at least min_anchor_df=100000 documents"),
+    ("fit-existing-model", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "0"],
+     r"k3-ap already exists; pass --overwrite"),
+    ("fit-no-store", lambda r, t: ["fit", str(t / "empty"), "--topics", "3"], r"co-occurrence store does not exist"),
+    ("evaluate-unknown-model", lambda r, t: ["evaluate", r, "--model", "nope"], r"nope: no such model; fitted models"),
+    ("report-unknown-model", lambda r, t: ["report", r, "--model", "nope"], r"no model named 'nope'"),
+    ("infer-unknown-model", lambda r, t: ["infer", r, "--model", "nope"], r"nope: no such model"),
+    ("infer-ambiguous-model", lambda r, t: ["infer", r], r"choose a model with --model; fitted models: \['k3-ap', 'k3-dc'\]"),
+    ("compare-method", lambda r, t: ["compare", r, "--topics", "3", "--methods", "lda"],
+     r"'methods' parameter of compare must be a non-empty list"),
+    ("compare-topics", lambda r, t: ["compare", r, "--topics", "1"], r"'topics' parameter of compare must be"),
+    ("run-no-config", lambda r, t: ["run", str(t / "none.toml")], r"none\.toml: no such config file"),
+    ("run-unknown-key", lambda r, t: ["run", _config(t, f'root = "{r}"\n[cooccur]\ntile = 3\n')],
+     r"bad\.toml: \[cooccur\]: unknown key 'tile'"),
+    ("run-wrong-type", lambda r, t: ["run", _config(t, f'root = "{r}"\n[[fit]]\ntopics = "3"\n')],
+     r"bad\.toml: \[\[fit\]\] #1: key 'topics' must be an integer; got '3'"),
+    ("run-bad-toml", lambda r, t: ["run", _config(t, "root = [\n")], r"bad\.toml: not valid TOML"),
+    ("cluster-address", lambda r, t: ["evaluate", r, "--scheduler", "nosuchproto://host:1"],
+     r"cannot reach the Dask scheduler at 'nosuchproto://host:1'"),
+]
+
+
+@pytest.mark.parametrize("make_args,match", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
+def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, make_args, match):
+    import re
+
+    args = make_args(str(fitted), tmp_path)
+    if "--scheduler" not in args:
+        args += ["--scheduler", "synchronous"]
+    before, before_tmp = listing(fitted), listing(tmp_path)
+    assert main([*args, "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("jsmf: error: ") and re.search(match, err), err
+    assert listing(fitted) == before and listing(tmp_path) == before_tmp

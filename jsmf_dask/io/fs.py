@@ -80,6 +80,11 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
         Replace an existing ``final``; otherwise an existing one is an error
         raised before any work is done.
 
+    A run killed before the rename leaves only a hidden ``.name.tmp-*``; one
+    killed between moving the old output aside and renaming the new one in
+    leaves ``.name.old-*``. The next staged write of the same output restores
+    the old one in the second case and removes such leftovers in both.
+
     Yields
     ------
     str
@@ -92,6 +97,7 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     """
     final = os.fspath(final)
     fs, path = get_fs(final)
+    _recover_interrupted(fs, path)
     if fs.exists(path) and not overwrite:
         raise StoreError(
             f"{final} already exists; pass --overwrite (overwrite=True) to replace it"
@@ -116,6 +122,22 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     fs.mv(tmp_path, path, recursive=True)
     if fs.exists(old_path):
         fs.rm(old_path, recursive=True)
+
+
+def _recover_interrupted(fs, path: str) -> None:
+    """Undo what a killed commit of ``path`` left: restore ``.name.old-*`` if the rename into place did
+    not happen, and remove stale ``.name.tmp-*`` / ``.name.old-*`` siblings (one writer per output)."""
+    parent, name = posixpath.split(path.rstrip("/"))
+    if not fs.exists(parent):
+        return
+    siblings = [p.rstrip("/") for p in fs.ls(parent, detail=False)]
+    olds = sorted(p for p in siblings if posixpath.basename(p).startswith(f".{name}.old-"))
+    if olds and not fs.exists(path):
+        fs.mv(olds[0], path, recursive=True)
+        olds = olds[1:]
+    for p in olds + [p for p in siblings if posixpath.basename(p).startswith(f".{name}.tmp-")]:
+        if fs.exists(p):
+            fs.rm(p, recursive=True)
 
 
 def _same_scheme(reference: str, path: str) -> str:

@@ -1,11 +1,11 @@
 """``evaluate``: the paper's six measures (§4) for every model under a root → ``<root>/report/metrics.json``.
 
-Each model is measured against the original ``C`` (``cooc.zarr``) and against
-its own rectified ``C`` (``C_rect``), labelled as such. Against the original
-``C``, ``A`` is the diagonal recovery from the original ``C_SS`` (what the
-model's anchors and ``B`` give without rectification); against the rectified
-``C`` it is the model's own ``A``. Dissimilarity and coherence depend only on
-``B`` and the corpus, so they are the same under both labels.
+Each model is measured against the original ``C`` (``cooc.zarr``), as in the
+paper (§4: ``B`` and ``A`` come from the rectified ``C``, the measures use the
+original), and against its own rectified ``C`` (``C_rect``), labelled as such.
+Only recovery, approximation and specificity involve ``C``; dominancy,
+dissimilarity and coherence depend on the model (and the corpus's document
+frequencies) alone, so they are the same under both labels.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from jsmf_dask.kernels.metrics import (
     specificity,
     top_words,
 )
-from jsmf_dask.kernels.recover import topic_topic
 from jsmf_dask.stages.evaluate import codoc_tasks, fit_partials_tasks, read_rows
 
 __all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS"]
@@ -49,9 +48,9 @@ def _finite(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def _against(url: str, name: str, model: FittedModel, A: np.ndarray | None, block: int) -> dict[str, Any]:
+def _against(url: str, name: str, model: FittedModel, block: int) -> dict[str, Any]:
     """Recovery, approximation, dominancy and specificity against one stored C."""
-    B = model.arrays["B"]
+    B, A = model.arrays["B"], model.arrays["A"]
     anchors = model.arrays.get("anchors")
     has_anchors = anchors is not None and anchors.size and (anchors >= 0).all()
     Cbar_S = W = None
@@ -60,9 +59,6 @@ def _against(url: str, name: str, model: FittedModel, A: np.ndarray | None, bloc
         p_S = rows.sum(axis=1)
         Cbar_S = rows / np.where(p_S > 0, p_S, 1.0)[:, None]
         W = model.arrays.get("weights")
-        if A is None:  # the diagonal recovery of A from this C's anchor block
-            A, _ = topic_topic(rows[:, anchors], B, anchors)
-    A = model.arrays["A"] if A is None else A
     (parts, p), = _progress.compute(fit_partials_tasks(url, name, B, A, W=W if has_anchors else None,
                                                          Cbar_S=Cbar_S, block=block))
     dom, why = dominancy(A)
@@ -123,10 +119,10 @@ def evaluate(root: str, *, models: list[str] | None = None) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "n_topics": int(B.shape[1]),
             "rectifier": model.attrs.get("params", {}).get("rectifier"),
-            "original_C": _against(store.url, "C", model, None, block) | shared,
+            "original_C": _against(store.url, "C", model, block) | shared,
         }
         if "C_rect" in model.group:
-            entry["rectified_C"] = _against(model.url, "C_rect", model, model.arrays["A"], block) | shared
+            entry["rectified_C"] = _against(model.url, "C_rect", model, block) | shared
         if not has_d2:
             entry["notes"] = {"coherence": f"{store.url} has no D2 (built without co-document counts)"}
         results[name] = entry
@@ -142,8 +138,8 @@ def evaluate(root: str, *, models: list[str] | None = None) -> dict[str, Any]:
                          "log((D2(x1,x2) + 0.01) / D1(x2)) (the paper's formula)",
             "coherence_mimno": "the form of Mimno et al. 2011 used by the authors' code: pairs i < j by rank, "
                                "D1 of the higher-ranked word",
-            "original_C": "measured against cooc.zarr's C; A recovered from its anchor block without rectification",
-            "rectified_C": "measured against the model's rectified C (C_rect) with the model's A",
+            "original_C": "measured against cooc.zarr's C (the paper's measures); B and A are the model's",
+            "rectified_C": "measured against the model's rectified C (C_rect)",
         },
     }
     write_file(metrics_path(root), json.dumps(out, indent=2, allow_nan=False))

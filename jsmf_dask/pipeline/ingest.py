@@ -120,7 +120,8 @@ def _detect_format(inputs: Sequence[str]) -> str:
     return kinds.pop()
 
 
-def _uci_vocab_for(docword: str) -> str:
+def uci_vocab_for(docword: str) -> str:
+    """The vocabulary file that goes with a UCI ``docword.X.txt[.gz]``: ``vocab.X.txt`` beside it."""
     head, name = posixpath.split(docword)
     m = re.match(r"docword\.(.*)\.txt", name)
     stem = m.group(1) if m else ""
@@ -323,7 +324,7 @@ def _partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id_colu
                 ratings_columns, delimiter, block_size):
     if format == "uci":
         if vocab is None:
-            vocabs = {_uci_vocab_for(u) for u in inputs}
+            vocabs = {uci_vocab_for(u) for u in inputs}
             if len(vocabs) != 1:
                 raise InputError(f"docword files {inputs} imply different vocabularies; pass --vocab")
             vocab = vocabs.pop()

@@ -88,14 +88,14 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     if not names:
         raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")
     models = {n: open_model(root, n) for n in names}
-    fs, mpath = get_fs(metrics_path(root))
-    metrics = read_metrics(root) if fs.exists(mpath) else None
-    if metrics is None or set(metrics["models"]) != set(names):
-        metrics = evaluate(root)
     main = _pick(models, model, "ap") or _pick(models, None, "dc") or names[0]
     m = models[main]
     k = m.arrays["B"].shape[1]
     base = _pick(models, baseline, "none", k)
+    fs, mpath = get_fs(metrics_path(root))
+    metrics = read_metrics(root) if fs.exists(mpath) else None
+    if metrics is None or set(metrics["models"]) != set(names):
+        metrics = evaluate(root)
     words = read_vocabulary(corpus_dir(root)).column("word").to_pylist()
     store = open_cooccurrence(cooc_path(root))
     out = report_dir(root)
@@ -119,8 +119,8 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
                                 _topics_table(models[base], words), {f"topics of {base}": topic_pngs[f"topics of {base}"]}))
 
     sections.append(Section("Metrics (paper §4)", [
-        "Against the original C, A is the diagonal recovery from the original anchor block; against the "
-        "rectified C, the model's own A. n/a: undefined (see metrics.json for the reason)."], _metrics_table(metrics)))
+        "B and A are each model's; recovery, approximation and specificity are measured against the original C "
+        "(the paper's measures) and against the model's rectified C. n/a: undefined (metrics.json says why)."], _metrics_table(metrics)))
 
     anchors = m.arrays.get("anchors", np.zeros(0, dtype=np.int64))
     if anchors.size:

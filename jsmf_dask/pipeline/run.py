@@ -1,0 +1,140 @@
+"""``run``: every stage of a run from one config, skipping stages already committed from the same inputs.
+
+Stages run in order ingest → cooccur → fit (each model) → evaluate → report →
+infer, each only if the config has its table. A stage is skipped when its
+marker (:mod:`jsmf_dask.io.markers`) holds the fingerprint it would be computed
+from now — its parameters and its inputs (the input files' contents for
+``ingest``, the upstream stages' fingerprints for the others) — and its output
+exists; ``force=True`` redoes every stage. Each stage commits its output
+atomically before its marker is written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
+from jsmf_dask.io.model_store import model_path
+from jsmf_dask.pipeline.cooccur import cooccur
+from jsmf_dask.pipeline.evaluate import evaluate, metrics_path
+from jsmf_dask.pipeline.fit import default_name, fit
+from jsmf_dask.pipeline.infer import doc_topics_path, infer
+from jsmf_dask.pipeline.ingest import ingest, uci_vocab_for
+from jsmf_dask.pipeline.report import report, report_dir
+from jsmf_dask.pipeline.run_config import RunConfig, load_run_config
+
+__all__ = ["StageOutcome", "run"]
+
+
+@dataclass
+class StageOutcome:
+    """What happened to one stage of a run."""
+
+    stage: str
+    status: str  # 'ran' or 'skipped'
+    seconds: float
+    fingerprint: str
+    lines: list[str]
+
+    def line(self) -> str:
+        what = "up to date, skipped" if self.status == "skipped" else f"ran in {self.seconds:.1f} s"
+        return f"[{self.stage}] {what}"
+
+
+def _exists(url: str) -> bool:
+    fs, path = get_fs(url)
+    return fs.exists(path)
+
+
+_FIT_KEYS = {"topics": "n_topics"}
+
+
+def _input_files(kwargs: dict[str, Any]) -> list[str]:
+    """Every file ingest reads: the inputs, and the vocabulary beside a UCI docword file (or the one given)."""
+    files = list(kwargs["inputs"])
+    for extra in (kwargs.get("vocab"), kwargs.get("doc_ids")):
+        if extra:
+            files.append(extra)
+    if not kwargs.get("vocab"):
+        files += [v for u in kwargs["inputs"] if "docword." in u and _exists(v := uci_vocab_for(u))]
+    return files
+
+
+def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], None] | None = None) -> list[StageOutcome]:
+    """Run the stages of ``config`` (a :class:`RunConfig` or the path of a TOML file).
+
+    Parameters
+    ----------
+    config : RunConfig or str
+    force : bool, default=False
+        Redo every stage even when its marker matches.
+    log : callable, optional
+        Called with one line as each stage starts and ends.
+
+    Returns
+    -------
+    list of StageOutcome
+    """
+    cfg = config if isinstance(config, RunConfig) else load_run_config(config)
+    root = cfg.root
+    say = log or (lambda line: None)
+    outcomes: list[StageOutcome] = []
+
+    def stage(name: str, fp: str, output: str, params: dict[str, Any], action: Callable[[], list[str]]) -> str:
+        marker = read_marker(root, name)
+        if not force and marker is not None and marker.get("fingerprint") == fp and _exists(output):
+            outcomes.append(StageOutcome(name, "skipped", 0.0, fp, []))
+            say(outcomes[-1].line())
+            return fp
+        say(f"[{name}] running")
+        t0 = time.perf_counter()
+        lines = action()
+        write_marker(root, name, fp, params)
+        outcomes.append(StageOutcome(name, "ran", time.perf_counter() - t0, fp, lines))
+        say(outcomes[-1].line())
+        return fp
+
+    def upstream(name: str) -> str:
+        """The fingerprint of a stage this config does not run: its marker's, if any."""
+        marker = read_marker(root, name)
+        return marker["fingerprint"] if marker else f"unmanaged:{name}"
+
+    ingest_fp = upstream("ingest")
+    if (params := cfg.stage("ingest")) is not None:
+        kwargs = dict(params)
+        if kwargs.get("stopwords") is False:
+            kwargs["stopwords"] = None
+        digests = [input_digest(u) for u in _input_files(kwargs)]
+        ingest_fp = stage("ingest", fingerprint("ingest", kwargs, digests), join(root, "corpus"), kwargs,
+                          lambda: ingest(root, overwrite=True, **kwargs).lines())
+    cooc_fp = upstream("cooccur")
+    if (params := cfg.stage("cooccur")) is not None:
+        cooc_fp = stage("cooccur", fingerprint("cooccur", params, ingest_fp), join(root, "cooc.zarr"), params,
+                        lambda: cooccur(root, overwrite=True, **params).lines())
+    fit_fps: dict[str, str] = {}
+    for params in cfg.stage("fit") or []:
+        kwargs = {_FIT_KEYS.get(k, k): v for k, v in params.items()}
+        name = kwargs.setdefault("name", default_name(kwargs["n_topics"], kwargs.get("rectifier", "ap")))
+
+        def fit_action(kwargs=kwargs) -> list[str]:
+            result = fit(root, overwrite=True, **kwargs)
+            return [f"model {result.name}: {result.n_iter} iterations", *result.lines()]
+
+        fit_fps[name] = stage(f"fit-{name}", fingerprint("fit", kwargs, cooc_fp), model_path(root, name), kwargs,
+                              fit_action)
+    if (params := cfg.stage("evaluate")) is not None:
+        fp = fingerprint("evaluate", params, cooc_fp, fit_fps)
+        stage("evaluate", fp, metrics_path(root), params,
+              lambda: [f"metrics of {', '.join(evaluate(root, **params)['models'])}"])
+    if (params := cfg.stage("report")) is not None:
+        fp = fingerprint("report", params, cooc_fp, fit_fps)
+        stage("report", fp, join(report_dir(root), "report.html"), params,
+              lambda: [f"report: {report(root, **params)}"])
+    if (params := cfg.stage("infer")) is not None:
+        fp = fingerprint("infer", params, ingest_fp, fit_fps)
+        stage("infer", fp, doc_topics_path(root), params, lambda: infer(root, overwrite=True, **params).lines())
+    return outcomes

@@ -1,0 +1,150 @@
+"""The run configuration of ``jsmf run CONFIG.toml``: every stage of one run, validated up front.
+
+A config names the run root and cluster, then one table per stage::
+
+    root = "runs/nips"                 # local path or fsspec URL (relative: to the config's folder)
+    scheduler = "tcp://host:8786"      # optional; default: the embedded LocalCluster
+    workers = 2                        # optional, LocalCluster only
+
+    [ingest]
+    inputs = ["data/nipstxt.tar.xz"]   # relative paths: to the config's folder
+    vocab_size = 5000
+
+    [cooccur]
+    tile_size = 2048
+
+    [[fit]]                            # one table per model
+    topics = 20
+    rectifier = "ap"
+
+    [evaluate]                         # present (even empty): run it
+    [report]
+    [infer]
+    model = "k20-ap"
+
+Every key is checked against the tables below; an error names the file, the
+table and the key, and what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jsmf_dask.exceptions import JSMFError
+
+__all__ = ["ConfigError", "RunConfig", "load_run_config", "STAGES"]
+
+STAGES = ("ingest", "cooccur", "fit", "evaluate", "report", "infer")
+
+
+class ConfigError(JSMFError):
+    """A run configuration that cannot be used as written."""
+
+
+_STR, _INT, _FLOAT, _BOOL = (str,), (int,), (int, float), (bool,)
+_TOP = {"root": (_STR, True), "scheduler": (_STR, False), "workers": (_INT, False), "memory_limit": (_STR, False)}
+_SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "ingest": {
+        "inputs": ((list,), True), "format": (_STR, False), "vocab": (_STR, False), "doc_ids": (_STR, False),
+        "text_column": (_STR, False), "id_column": (_STR, False), "stopwords": (_STR + _BOOL, False),
+        "min_word_length": (_INT, False), "delimiter": (_STR, False), "vocab_size": (_INT, False),
+        "min_doc_tokens": (_INT, False), "min_doc_words": (_INT, False), "docs_per_shard": (_INT, False),
+        "row_group_size": (_INT, False),
+    },
+    "cooccur": {"tile_size": (_INT, False), "codoc": (_BOOL, False), "batch_nnz": (_INT, False)},
+    "fit": {
+        "topics": (_INT, True), "rectifier": (_STR, False), "iterations": (_INT, False), "tol": (_FLOAT, False),
+        "end_with": (_STR, False), "solver": (_STR, False), "min_anchor_df": (_INT, False), "seed": (_INT, False),
+        "name": (_STR, False), "path": (_STR, False), "eig_tol": (_FLOAT, False),
+    },
+    "evaluate": {"models": ((list,), False)},
+    "report": {"model": (_STR, False), "baseline": (_STR, False)},
+    "infer": {"model": (_STR, False)},
+}
+_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list"}
+
+
+@dataclass
+class RunConfig:
+    """A validated run configuration (paths resolved against the config's folder)."""
+
+    path: str
+    root: str
+    scheduler: str | None = None
+    workers: int | None = None
+    memory_limit: str | None = None
+    stages: dict[str, Any] = field(default_factory=dict)
+
+    def stage(self, name: str) -> Any:
+        """The stage's table (a list of tables for ``fit``), or None when the config leaves it out."""
+        return self.stages.get(name)
+
+
+def _check(where: str, table: dict, spec: dict) -> None:
+    for key, value in table.items():
+        if key not in spec:
+            raise ConfigError(f"{where}: unknown key {key!r}; expected one of {sorted(spec)}")
+        types, _ = spec[key]
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        if not ok:
+            expected = " or ".join(_NAMES[t] for t in types)
+            raise ConfigError(f"{where}: key {key!r} must be {expected}; got {value!r}")
+    for key, (_, required) in spec.items():
+        if required and key not in table:
+            raise ConfigError(f"{where}: missing required key {key!r}")
+
+
+def _resolve(base: Path, value: str) -> str:
+    if "://" in value or os.path.isabs(value):
+        return value
+    return str((base / value).resolve())
+
+
+def load_run_config(path: str | os.PathLike) -> RunConfig:
+    """Read and validate ``path`` (TOML).
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the table and the key.
+    """
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    top = {k: v for k, v in raw.items() if k not in STAGES}
+    _check(f"{path}", top, _TOP)
+    base = path.resolve().parent
+    stages: dict[str, Any] = {}
+    for name in STAGES:
+        if name not in raw:
+            continue
+        value = raw[name]
+        tables = value if name == "fit" and isinstance(value, list) else [value]
+        for i, table in enumerate(tables):
+            where = f"{path}: [{name}]" if name != "fit" or not isinstance(value, list) else f"{path}: [[fit]] #{i + 1}"
+            if not isinstance(table, dict):
+                raise ConfigError(f"{where}: must be a table")
+            _check(where, table, _SPECS[name])
+        if name == "ingest":
+            inputs = value["inputs"]
+            if not inputs or not all(isinstance(x, str) for x in inputs):
+                raise ConfigError(f"{path}: [ingest]: key 'inputs' must be a non-empty list of paths")
+            value = dict(value, inputs=[_resolve(base, x) for x in inputs])
+            for key in ("vocab", "doc_ids"):
+                if key in value:
+                    value[key] = _resolve(base, value[key])
+        stages[name] = [dict(t) for t in tables] if name == "fit" else dict(value)
+    if not stages:
+        raise ConfigError(f"{path}: no stage tables; expected some of {list(STAGES)}")
+    if "workers" in top and top["workers"] < 1:
+        raise ConfigError(f"{path}: key 'workers' must be >= 1; got {top['workers']}")
+    return RunConfig(str(path), _resolve(base, top["root"]), top.get("scheduler"), top.get("workers"),
+                     top.get("memory_limit"), stages)

@@ -1,0 +1,155 @@
+"""A real cluster: `dask scheduler` and two `dask worker` processes on loopback, started and stopped here.
+
+The pipeline runs through `--scheduler` and must give the LocalCluster's (here: the in-process)
+result; a worker killed mid-`cooccur` or mid-fit must not change it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jsmf_dask import cooccur, fit, open_cooccurrence, synth
+from jsmf_dask.cli import main
+from jsmf_dask.cluster import connect
+
+BIN = Path(sys.executable).parent
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def real_cluster(tmp_path):
+    """(address, {worker pid: address}) of a scheduler and two single-threaded workers on 127.0.0.1."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    sched_file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(sched_file)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        _wait_for(sched_file.exists, 60, "the scheduler file")
+        _wait_for(lambda: "address" in sched_file.read_text(), 10, "the scheduler address")
+        address = json.loads(sched_file.read_text())["address"]
+        for i in range(2):
+            # --no-nanny: the worker is the process we start, so killing it kills the worker for good
+            procs.append(subprocess.Popen(
+                [str(BIN / "dask"), "worker", address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
+                 "--no-dashboard", "--name", f"w{i}", "--memory-limit", "4GiB"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(2, timeout=60)
+            pids = client.run(os.getpid)
+        yield address, {pid: addr for addr, pid in pids.items()}
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    import dask
+
+    root = tmp_path_factory.mktemp("corpus")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(root, n_docs=20000, n_words=600, n_topics=6, doc_length=60, seed=2, row_group_size=500)
+        cooccur(root, tile_size=100)
+        fit(root, n_topics=6, iterations=30, min_anchor_df=0)
+    return root
+
+
+def _copy_corpus(src: Path, dst: Path) -> str:
+    import shutil
+
+    shutil.copytree(src / "corpus", dst / "corpus")
+    return str(dst)
+
+
+@pytest.mark.slow
+def test_cli_through_scheduler_equals_in_process(real_cluster, corpus, tmp_path):
+    address, _ = real_cluster
+    root = _copy_corpus(corpus, tmp_path)
+    assert main(["cooccur", root, "--tile-size", "100", "--scheduler", address, "--quiet"]) == 0
+    assert main(["fit", root, "--topics", "6", "--iterations", "30", "--min-anchor-df", "0",
+                 "--scheduler", address, "--quiet"]) == 0
+    ref, got = open_cooccurrence(f"{corpus}/cooc.zarr"), open_cooccurrence(f"{root}/cooc.zarr")
+    np.testing.assert_allclose(got.C[:], ref.C[:], rtol=1e-13, atol=0)
+    np.testing.assert_array_equal(got.D2[:], ref.D2[:])
+    from jsmf_dask import open_model
+
+    a, b = open_model(root, "k6-ap"), open_model(str(corpus), "k6-ap")
+    np.testing.assert_array_equal(a.arrays["anchors"], b.arrays["anchors"])
+    np.testing.assert_allclose(a.arrays["B"], b.arrays["B"], rtol=0, atol=1e-10)
+
+
+def _kill_a_worker_when_busy(address: str, pids: dict, prefix: str, done: threading.Event, killed: list) -> None:
+    from distributed import Client
+
+    with Client(address, timeout=30) as client:
+        while not done.is_set():
+            processing = client.processing()
+            busy = [w for w, keys in processing.items() if any(prefix in str(k) for k in keys)]
+            if busy:
+                pid = next(p for p, a in pids.items() if a == busy[0])
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.02)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["cooccur", "fit"])
+def test_a_worker_killed_mid_stage_changes_nothing(real_cluster, corpus, tmp_path, stage):
+    address, pids = real_cluster
+    root = _copy_corpus(corpus, tmp_path)
+    if stage == "fit":
+        import dask
+
+        with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+            cooccur(root, tile_size=100)
+    done, killed = threading.Event(), []
+    prefix = "cooc-tile-" if stage == "cooccur" else "rectify-in-task-"
+    watcher = threading.Thread(target=_kill_a_worker_when_busy, args=(address, pids, prefix, done, killed))
+    with connect(address):
+        watcher.start()
+        try:
+            if stage == "cooccur":
+                cooccur(root, tile_size=100)
+            else:
+                fit(root, n_topics=6, iterations=30, min_anchor_df=0)
+        finally:
+            done.set()
+            watcher.join()
+    assert killed, f"no worker was busy with {prefix!r} tasks to kill"
+    ref = open_cooccurrence(f"{corpus}/cooc.zarr")
+    np.testing.assert_allclose(open_cooccurrence(f"{root}/cooc.zarr").C[:], ref.C[:], rtol=1e-13, atol=0)
+    if stage == "fit":
+        from jsmf_dask import open_model
+
+        a, b = open_model(root, "k6-ap"), open_model(str(corpus), "k6-ap")
+        np.testing.assert_array_equal(a.arrays["anchors"], b.arrays["anchors"])
+        np.testing.assert_allclose(a.arrays["B"], b.arrays["B"], rtol=0, atol=1e-10)

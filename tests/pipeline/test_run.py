@@ -1,0 +1,157 @@
+"""`jsmf run CONFIG.toml`: every stage from one config, resumable, and the config checked up front."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jsmf_dask.cli import main
+from jsmf_dask.io.model_store import open_model
+from jsmf_dask.pipeline.run import run
+from jsmf_dask.pipeline.run_config import ConfigError, load_run_config
+from tests.conftest import REUTERS_DOCWORD, REUTERS_VOCAB, listing
+
+CONFIG = """
+root = "run"
+
+[ingest]
+inputs = ["docword.reuters395.txt.gz"]
+vocab_size = 400
+row_group_size = 100
+
+[cooccur]
+tile_size = 128
+
+[[fit]]
+topics = 5
+iterations = {iterations}
+
+[evaluate]
+[report]
+[infer]
+model = "k5-ap"
+"""
+
+ALL = ["ingest", "cooccur", "fit-k5-ap", "evaluate", "report", "infer"]
+
+
+def _setup(tmp_path: Path, iterations: int = 20) -> Path:
+    shutil.copy(REUTERS_DOCWORD, tmp_path)
+    shutil.copy(REUTERS_VOCAB, tmp_path)
+    config = tmp_path / "run.toml"
+    config.write_text(CONFIG.format(iterations=iterations))
+    return config
+
+
+def _status(outcomes) -> dict[str, str]:
+    return {o.stage: o.status for o in outcomes}
+
+
+def test_rerun_skips_unchanged_stages_and_redoes_changed_ones(tmp_path):
+    config = _setup(tmp_path)
+    assert _status(run(config)) == dict.fromkeys(ALL, "ran")
+    assert (tmp_path / "run" / "report" / "report.html").exists()
+    B = open_model(str(tmp_path / "run"), "k5-ap").arrays["B"]
+    assert _status(run(config)) == dict.fromkeys(ALL, "skipped")
+    # a changed fit parameter redoes that fit and what depends on it, not ingest or cooccur
+    config.write_text(CONFIG.format(iterations=25))
+    assert _status(run(config)) == {"ingest": "skipped", "cooccur": "skipped", "fit-k5-ap": "ran",
+                                    "evaluate": "ran", "report": "ran", "infer": "ran"}
+    # changed input contents (here the vocabulary beside the docword file) redo everything
+    vocab = tmp_path / "vocab.reuters395.txt"
+    words = vocab.read_text().splitlines()
+    vocab.write_text("\n".join(["renamedword"] + words[1:]) + "\n")
+    assert _status(run(config)) == dict.fromkeys(ALL, "ran")
+    assert _status(run(config, force=True)) == dict.fromkeys(ALL, "ran")
+    np.testing.assert_allclose(open_model(str(tmp_path / "run"), "k5-ap").arrays["B"].shape, B.shape)
+
+
+def test_a_deleted_output_is_redone(tmp_path):
+    config = _setup(tmp_path)
+    run(config)
+    shutil.rmtree(tmp_path / "run" / "doc_topics.parquet")
+    assert _status(run(config))["infer"] == "ran"
+
+
+def test_driver_killed_mid_run_resumes_and_matches(tmp_path):
+    config = _setup(tmp_path)
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    ref_config = _setup(reference)
+    run(ref_config)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    proc = subprocess.Popen([sys.executable, "-m", "jsmf_dask.cli", "run", str(config), "--scheduler", "synchronous",
+                             "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "run" / "_run" / "cooccur.json").exists():  # ingest and cooccur committed
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)  # mid-fit (or later): no chance to clean up
+    finally:
+        proc.wait(timeout=30)
+    outcomes = _status(run(config))
+    assert outcomes["ingest"] == "skipped" and outcomes["cooccur"] == "skipped"
+    a = open_model(str(tmp_path / "run"), "k5-ap")
+    b = open_model(str(reference / "run"), "k5-ap")
+    np.testing.assert_allclose(a.arrays["B"], b.arrays["B"], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(a.arrays["anchors"], b.arrays["anchors"])
+    assert not [p for p in listing(tmp_path / "run") if ".tmp" in p]  # no staged leftovers visible as outputs
+
+
+BAD_CONFIGS = [
+    ("unknown-top", 'root = "r"\nrot = 1\n[cooccur]\n', "unknown key 'rot'"),
+    ("missing-root", "[cooccur]\n", "missing required key 'root'"),
+    ("root-type", "root = 3\n[cooccur]\n", "key 'root' must be a string; got 3"),
+    ("workers", 'root = "r"\nworkers = 0\n[cooccur]\n', "key 'workers' must be >= 1"),
+    ("no-stages", 'root = "r"\n', "no stage tables"),
+    ("unknown-ingest", 'root = "r"\n[ingest]\ninputs = ["a"]\nvocab_sise = 5\n', "[ingest]: unknown key 'vocab_sise'"),
+    ("inputs-missing", 'root = "r"\n[ingest]\nvocab_size = 5\n', "[ingest]: missing required key 'inputs'"),
+    ("inputs-empty", 'root = "r"\n[ingest]\ninputs = []\n', "'inputs' must be a non-empty list of paths"),
+    ("fit-topics-type", 'root = "r"\n[[fit]]\ntopics = "20"\n', "[[fit]] #1: key 'topics' must be an integer"),
+    ("fit-bool-int", 'root = "r"\n[[fit]]\ntopics = true\n', "key 'topics' must be an integer; got True"),
+    ("fit-missing", 'root = "r"\n[[fit]]\nrectifier = "ap"\n', "missing required key 'topics'"),
+    ("codoc-type", 'root = "r"\n[cooccur]\ncodoc = "yes"\n', "key 'codoc' must be true or false"),
+    ("stage-not-table", 'root = "r"\ncooccur = 3\n', "[cooccur]: must be a table"),
+    ("toml", 'root = "r\n', "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("name,text,message", BAD_CONFIGS, ids=[c[0] for c in BAD_CONFIGS])
+def test_bad_config_names_the_key(tmp_path, name, text, message):
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_run_config(config)
+    assert message in str(info.value) and str(config) in str(info.value)
+
+
+def test_cli_run_and_bad_config_exit_status(tmp_path, capsys):
+    config = _setup(tmp_path)
+    assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "[ingest] ran in" in out and "6 stage(s) ran, 0 up to date" in out
+    assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 0
+    assert "0 stage(s) ran, 6 up to date" in capsys.readouterr().out
+    before = listing(tmp_path)
+    assert main(["run", str(tmp_path / "missing.toml")]) == 1
+    assert "missing.toml: no such config file" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text('root = "run"\n[[fit]]\ntopics = 1\n')
+    assert main(["run", str(tmp_path / "bad.toml"), "--scheduler", "synchronous", "--quiet"]) == 1
+    assert "'n_topics' parameter of fit" in capsys.readouterr().err
+    assert listing(tmp_path) == sorted(before + ["bad.toml"])  # the failed fit left nothing behind
+
+
+def test_shipped_configs_are_valid():
+    configs = Path(__file__).parents[2] / "pipelines" / "configs"
+    for path in sorted(configs.glob("*.toml")):
+        cfg = load_run_config(path)
+        assert cfg.stage("fit"), path

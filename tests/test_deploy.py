@@ -1,0 +1,76 @@
+"""The deploy/ manifests parse, and the fields that must agree with the code do."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from jsmf_dask.pipeline.run_config import load_run_config
+
+REPO = Path(__file__).parents[1]
+DEPLOY = REPO / "deploy"
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+IMAGE = f"jsmf-dask:{VERSION}"
+
+
+def containers(doc) -> list[dict]:
+    found = []
+    if isinstance(doc, dict):
+        if "image" in doc and "name" in doc:
+            found.append(doc)
+        for v in doc.values():
+            found.extend(containers(v))
+    elif isinstance(doc, list):
+        for v in doc:
+            found.extend(containers(v))
+    return found
+
+
+def test_kubernetes_manifests_agree_with_the_code():
+    docs = {p.name: list(yaml.safe_load_all(p.read_text())) for p in sorted((DEPLOY / "kubernetes").glob("*.yaml"))}
+    assert set(docs) == {"daskcluster.yaml", "daskjob.yaml"}
+    for name, parsed in docs.items():
+        for doc in parsed:
+            assert doc["apiVersion"] == "kubernetes.dask.org/v1", name
+            for c in containers(doc):
+                assert c["image"] == IMAGE, (name, c["name"])  # the image built from deploy/Dockerfile
+                args = c["args"]
+                if c["name"] == "worker":
+                    assert args[:2] == ["dask", "worker"] and args[args.index("--nthreads") + 1] == "1"
+                elif c["name"] == "scheduler":
+                    assert args[:2] == ["dask", "scheduler"] and args[args.index("--port") + 1] == "8786"
+    cluster = docs["daskcluster.yaml"][0]
+    assert cluster["kind"] == "DaskCluster"
+    assert cluster["spec"]["scheduler"]["service"]["selector"]["dask.org/cluster-name"] == cluster["metadata"]["name"]
+    job = docs["daskjob.yaml"][0]
+    assert job["kind"] == "DaskJob"
+    (driver,) = containers(job["spec"]["job"])
+    assert driver["args"][:2] == ["jsmf", "run"]
+    config = driver["args"][2]
+    assert config.startswith("/opt/jsmf/")  # WORKDIR of the image, which holds pipelines/
+    load_run_config(REPO / config.removeprefix("/opt/jsmf/"))  # a shipped, valid config
+    assert job["spec"]["cluster"]["spec"]["scheduler"]["service"]["selector"]["dask.org/cluster-name"] == \
+        job["metadata"]["name"]
+    # the operator hands the job pod the scheduler through this variable, which connect() reads
+    assert "DASK_SCHEDULER_ADDRESS" in (REPO / "jsmf_dask" / "cluster.py").read_text()
+
+
+def test_dockerfile_installs_the_package_and_the_configs():
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11", text, re.M)
+    for path in ("pyproject.toml", "jsmf_dask", "pipelines"):
+        assert re.search(rf"^COPY .*\b{re.escape(path)}\b", text, re.M), path
+    assert "pip install ." in text and "WORKDIR /opt/jsmf" in text
+    assert f"-t {IMAGE}" in text  # the documented build tag is the manifests' image
+
+
+def test_slurm_recipe_runs_the_cli_with_the_scheduler_variable():
+    driver = (DEPLOY / "slurm" / "run_on_slurm.py").read_text()
+    compile(driver, "run_on_slurm.py", "exec")
+    assert "SLURMCluster" in driver and "DASK_SCHEDULER_ADDRESS=cluster.scheduler_address" in driver
+    assert '["jsmf", "run", args.config' in driver
+    sbatch = (DEPLOY / "slurm" / "jsmf.sbatch").read_text()
+    assert sbatch.startswith("#!/bin/bash") and "deploy/slurm/run_on_slurm.py" in sbatch
