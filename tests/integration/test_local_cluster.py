@@ -55,3 +55,24 @@ def test_cli_on_the_embedded_local_cluster(tmp_path):
     assert "C: 800 x 800 from 395 documents" in out.stdout
     store = open_cooccurrence(f"{root}/cooc.zarr")
     assert abs(store.C[:].sum() - 1) < 1e-12
+
+
+@pytest.mark.slow
+def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
+    """Determinism: C and the fitted model agree to 1e-10 across worker counts, tile and row-group sizes."""
+    from jsmf_dask import fit, open_model
+
+    results = []
+    for workers, tile, rows in ((1, 400, 50), (2, 256, 100), (4, 1200, 395)):
+        root = tmp_path / f"w{workers}"
+        with connect(n_workers=workers, dashboard=False, memory_limit="2GiB"):
+            ingest(root, [str(REUTERS_DOCWORD)], vocab_size=1200, row_group_size=rows)
+            cooccur(root, tile_size=tile)
+            fit(root, n_topics=8, iterations=40)
+        results.append((open_cooccurrence(f"{root}/cooc.zarr").C[:], open_model(str(root), "k8-ap")))
+    C0, m0 = results[0]
+    for C, m in results[1:]:
+        np.testing.assert_allclose(C, C0, rtol=0, atol=1e-10 * np.abs(C0).max())
+        np.testing.assert_array_equal(m.arrays["anchors"], m0.arrays["anchors"])
+        np.testing.assert_allclose(m.arrays["B"], m0.arrays["B"], rtol=0, atol=1e-10)
+        np.testing.assert_allclose(m.arrays["A"], m0.arrays["A"], rtol=0, atol=1e-10)
