@@ -66,6 +66,8 @@ def write_file(url: str, data: bytes | str) -> None:
     with fs.open(tmp, "wb") as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
     fs.mv(tmp, path)
+    if not isinstance(fs, LocalFileSystem):
+        fs.invalidate_cache(parent)
 
 
 @contextlib.contextmanager
@@ -118,10 +120,24 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
         raise
     old_path = posixpath.join(parent, f".{name}.old-{token}")
     if fs.exists(path):
-        fs.mv(path, old_path, recursive=True)
-    fs.mv(tmp_path, path, recursive=True)
+        _move_tree(fs, path, old_path)
+    _move_tree(fs, tmp_path, path)
     if fs.exists(old_path):
         fs.rm(old_path, recursive=True)
+
+
+def _move_tree(fs, src: str, dst: str) -> None:
+    """Rename a directory: one atomic rename on a local file system; on an object store, which has no
+    directories or renames, a copy of every object under ``src`` followed by the deletion of ``src``."""
+    if isinstance(fs, LocalFileSystem):
+        fs.mv(src, dst, recursive=True)
+        return
+    fs.invalidate_cache()
+    files = fs.find(src)
+    for f in files:
+        fs.copy(f, posixpath.join(dst, posixpath.relpath(f, src)))
+    fs.rm(src, recursive=True)
+    fs.invalidate_cache()
 
 
 def _recover_interrupted(fs, path: str) -> None:
@@ -133,7 +149,7 @@ def _recover_interrupted(fs, path: str) -> None:
     siblings = [p.rstrip("/") for p in fs.ls(parent, detail=False)]
     olds = sorted(p for p in siblings if posixpath.basename(p).startswith(f".{name}.old-"))
     if olds and not fs.exists(path):
-        fs.mv(olds[0], path, recursive=True)
+        _move_tree(fs, olds[0], path)
         olds = olds[1:]
     for p in olds + [p for p in siblings if posixpath.basename(p).startswith(f".{name}.tmp-")]:
         if fs.exists(p):
