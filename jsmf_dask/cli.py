@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="drop documents with fewer distinct words (default: 3)")
     p.add_argument("--docs-per-shard", type=int, help="documents per shard file (default: 50000)")
     p.add_argument("--row-group-size", type=int, help="documents per Parquet row group (default: 10000)")
+    p.add_argument("--append", action="store_true",
+                   help="add the input's documents to the existing corpus, with its vocabulary (then "
+                   "`jsmf cooccur --update`)")
     _add_cluster_options(p)
 
     p = sub.add_parser(
@@ -114,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("root", metavar="ROOT")
     p.add_argument("--tile-size", type=int, help="edge of a tile of C (default: 2048)")
     p.add_argument("--no-codoc", action="store_true", help="skip D2 (co-document counts); halves the work")
+    p.add_argument("--update", action="store_true",
+                   help="add only the shards the existing C has not counted (after `jsmf ingest --append`)")
     _add_cluster_options(p)
 
     p = sub.add_parser(
@@ -133,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-anchor-df", type=int, help="document-frequency floor of anchor words (default: 10)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", help="model name (default: k<K>-<rectifier>)")
+    p.add_argument("--warm-start", metavar="NAME",
+                   help="start AP from the eigenvectors of model NAME (the refit after `cooccur --update`)")
     p.add_argument("--path", choices=("auto", "in-task", "tiled"), default="auto",
                    help="rectification path (default: in one task up to 20,000 words, else tiled)")
     _add_cluster_options(p)
@@ -230,13 +237,14 @@ def _run_ingest(args: argparse.Namespace) -> list[str]:
         docs_per_shard=args.docs_per_shard,
         row_group_size=args.row_group_size,
         overwrite=args.overwrite,
+        append=args.append,
     )
     return report.lines()
 
 
 def _run_cooccur(args: argparse.Namespace) -> list[str]:
     return cooccur(
-        args.root, tile_size=args.tile_size, codoc=not args.no_codoc, overwrite=args.overwrite
+        args.root, tile_size=args.tile_size, codoc=not args.no_codoc, overwrite=args.overwrite, update=args.update
     ).lines()
 
 
@@ -244,7 +252,7 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
     result = fit(
         args.root, n_topics=args.topics, rectifier=args.rectifier, iterations=args.iterations, tol=args.tol,
         end_with=args.end_with, solver=args.solver, min_anchor_df=args.min_anchor_df, seed=args.seed,
-        name=args.name, path=args.path, overwrite=args.overwrite,
+        name=args.name, path=args.path, warm_start=args.warm_start, overwrite=args.overwrite,
     )
     head = [f"model {result.name}: {args.topics} topics, rectifier {args.rectifier}, {result.n_iter} iterations; "
             f"written to {result.path} and {topics_path(args.root, result.name)}"]

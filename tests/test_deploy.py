@@ -31,10 +31,10 @@ def containers(doc) -> list[dict]:
 
 def test_kubernetes_manifests_agree_with_the_code():
     docs = {p.name: list(yaml.safe_load_all(p.read_text())) for p in sorted((DEPLOY / "kubernetes").glob("*.yaml"))}
-    assert set(docs) == {"daskcluster.yaml", "daskjob.yaml"}
+    assert set(docs) == {"daskcluster.yaml", "daskjob.yaml", "cronjob-nightly.yaml"}
     for name, parsed in docs.items():
         for doc in parsed:
-            assert doc["apiVersion"] == "kubernetes.dask.org/v1", name
+            assert doc["apiVersion"] == ("batch/v1" if name.startswith("cronjob") else "kubernetes.dask.org/v1"), name
             for c in containers(doc):
                 assert c["image"] == IMAGE, (name, c["name"])  # the image built from deploy/Dockerfile
                 args = c["args"]
@@ -56,6 +56,17 @@ def test_kubernetes_manifests_agree_with_the_code():
         job["metadata"]["name"]
     # the operator hands the job pod the scheduler through this variable, which connect() reads
     assert "DASK_SCHEDULER_ADDRESS" in (REPO / "jsmf_dask" / "cluster.py").read_text()
+    # the nightly CronJob: one run at a time, the incremental config, the long-lived cluster's scheduler
+    cron = docs["cronjob-nightly.yaml"][0]
+    assert cron["kind"] == "CronJob" and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    (nightly,) = containers(cron)
+    assert nightly["args"][:2] == ["jsmf", "run"]
+    cfg = load_run_config(REPO / nightly["args"][2].removeprefix("/opt/jsmf/"))
+    assert cfg.stage("ingest")["append"] and cfg.stage("cooccur")["update"]
+    assert cfg.stage("fit")[0]["warm_start"] == cfg.stage("fit")[0]["name"]
+    env = {e["name"]: e["value"] for e in nightly["env"]}
+    service = f"{cluster['metadata']['name']}-scheduler"  # the operator's service name for the DaskCluster
+    assert env["DASK_SCHEDULER_ADDRESS"] == f"tcp://{service}:8786"
 
 
 def test_dockerfile_installs_the_package_and_the_configs():

@@ -101,6 +101,12 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
             "fill_value": 0,
             "meaning": "co-document frequency: counted documents containing both i and j; D2[i, i] = D1[i]",
         },
+        "doc_hashes": {
+            "dtype": "uint64",
+            "shape": ["n_docs"],
+            "meaning": "64-bit hashes of the counted documents' doc_ids, sorted: `cooccur --update` refuses "
+                       "documents already counted",
+        },
     },
     "attrs": {
         "schema_version": "int, equal to SCHEMA_VERSION",
@@ -111,7 +117,8 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
         "n_tokens": "int, tokens of the counted documents",
         "entry_sum": "float, sum of the unnormalised C; C stored = unnormalised / entry_sum",
         "vocab_hash": "str, sha256 of the vocabulary words in word_id order",
-        "corpus_manifest": "list of {path, bytes, rows, sha256} for every shard read",
+        "corpus_manifest": "list of {path, bytes, rows, sha256} for every shard counted",
+        "updates": "list of {created, shards, n_docs} for each `cooccur --update` applied",
         "versions": "object {package: version}",
     },
 }

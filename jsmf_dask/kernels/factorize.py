@@ -62,6 +62,7 @@ def rectify(
     eig_tol: float = 1e-6,
     dc_permutations: int = 30,
     rng: np.random.Generator | None = None,
+    start: Eigenpairs | None = None,
 ) -> Rectified:
     """Rectify ``C`` with AP, DC or nothing (the Baseline).
 
@@ -76,6 +77,8 @@ def rectify(
         See :func:`jsmf_dask.kernels.rectify.alternating_projection`.
     dc_permutations : int, default=30
     rng : numpy.random.Generator, optional
+    start : Eigenpairs, optional
+        AP's warm start (e.g. the previous fit's ``Y`` when C was updated).
 
     Returns
     -------
@@ -86,7 +89,7 @@ def rectify(
     if rectifier == "ap":
         op = DenseAP(C)
         iterate, eig, trace, n_iter = alternating_projection(
-            op, n, n_topics, iterations=iterations, tol=tol, eig_tol=eig_tol, rng=rng
+            op, n, n_topics, iterations=iterations, tol=tol, eig_tol=eig_tol, rng=rng, start=start
         )
         if end_with == "psd":
             Y, lam = eig.vectors, np.maximum(eig.values, 0.0)

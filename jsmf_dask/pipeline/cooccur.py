@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
+import posixpath
 from dataclasses import dataclass
 
 import dask
+import numpy as np
 import zarr
 
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int
-from jsmf_dask.exceptions import CorpusSchemaError, StoreError
+from jsmf_dask.exceptions import CorpusSchemaError, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
@@ -29,7 +31,7 @@ from jsmf_dask.io.parquet import (
     vocabulary_hash,
 )
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import cooc_path, create_cooccurrence, zarr_store
+from jsmf_dask.io.zarr_store import cooc_path, create_cooccurrence, open_cooccurrence, zarr_store
 from jsmf_dask.stages.cooccurrence import (
     block_hashes,
     block_partials,
@@ -82,8 +84,9 @@ def cooccur(
     codoc: bool = True,
     batch_nnz: int | None = None,
     overwrite: bool = False,
+    update: bool = False,
 ) -> CooccurrenceSummary:
-    """Build ``<root>/cooc.zarr`` from ``<root>/corpus``.
+    """Build ``<root>/cooc.zarr`` from ``<root>/corpus``, or add the shards it has not counted yet.
 
     Parameters
     ----------
@@ -97,6 +100,13 @@ def cooccur(
         Non-zeros multiplied at once in a tile task (``jsmf.cooccur.batch-nnz``).
     overwrite : bool, default=False
         Replace an existing store.
+    update : bool, default=False
+        Add only the shards of the corpus the existing store has not counted
+        (after ``jsmf ingest --append``), without reading the counted ones:
+        the store keeps its unnormalised sum (``entry_sum``), so the result
+        equals a build from scratch (to rounding). Refused when the vocabulary
+        differs, when a counted shard changed or is gone, or when a new
+        document's doc_id is already counted.
 
     Returns
     -------
@@ -127,8 +137,17 @@ def cooccur(
     words = vocab.column("word").to_pylist()
     n_words = len(words)
     blocks = list_blocks(corpus)
+    base = old = None
+    if update:
+        if overwrite:
+            raise InvalidParameterError("update=True adds to the existing store and overwrite=True replaces it; "
+                                        "pass one of them")
+        old = open_cooccurrence(cooc_path(root))
+        blocks = _uncounted_blocks(old, blocks, words, corpus)
+        tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
+        base = (old.url, float(old.attrs["entry_sum"]))
     edges = word_block_edges(n_words, tile_size)
-    with staged_output(cooc_path(root), overwrite=overwrite) as tmp:
+    with staged_output(cooc_path(root), overwrite=overwrite or update) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
@@ -137,26 +156,39 @@ def cooccur(
         shards = sorted({b.path for b in blocks})
         manifest = [dask.delayed(file_manifest, pure=True)(u) for u in shards]
         summary, hashes, manifest = _progress.compute(corpus_summary(partials), block_hashes(partials), manifest)
-        _check_unique(blocks, list(hashes))
-        if summary.n_docs == 0:
+        hashes = list(hashes)
+        _check_unique(blocks, hashes)
+        doc_hashes = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
+        if old is not None:
+            _check_not_counted(old, blocks, hashes)
+            doc_hashes = np.concatenate([old.group["doc_hashes"][:], doc_hashes])
+        n_docs = summary.n_docs + (int(old.attrs["n_docs"]) if old is not None else 0)
+        if n_docs == 0:
             raise StoreError(f"{corpus}: no document has 2 or more tokens; C is undefined")
+        entry_sum = summary.entry_sum + (base[1] if base is not None else 0.0)
         tiles = tile_tasks(
-            len(blocks), edges, scratch, summary.diagonal, summary.entry_sum, tmp,
-            batch_nnz=batch_nnz, codoc=codoc,
+            len(blocks), edges, scratch, summary.diagonal, entry_sum, tmp,
+            batch_nnz=batch_nnz, codoc=codoc, base=base,
         )
         _progress.compute(*tiles)
         group = zarr.open_group(zarr_store(tmp), mode="r+")
-        group["D1"][:] = summary.doc_freq
+        group["D1"][:] = summary.doc_freq + (old.D1[:] if old is not None else 0)
+        group.create_array("doc_hashes", data=np.sort(doc_hashes))
+        skipped = summary.n_short + (int(old.attrs["n_docs_skipped"]["fewer_than_2_tokens"]) if old else 0)
         result = CooccurrenceSummary(
             n_words=n_words,
-            n_docs=summary.n_docs,
-            n_docs_skipped={"fewer_than_2_tokens": summary.n_short},
-            n_tokens=summary.n_tokens,
-            entry_sum=summary.entry_sum,
+            n_docs=n_docs,
+            n_docs_skipped={"fewer_than_2_tokens": skipped},
+            n_tokens=summary.n_tokens + (int(old.attrs["n_tokens"]) if old is not None else 0),
+            entry_sum=entry_sum,
             n_blocks=len(blocks),
             n_tiles=len(tiles),
             path=cooc_path(root),
         )
+        now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        updates = list(old.attrs.get("updates", [])) if old is not None else []
+        if old is not None:
+            updates.append({"created": now, "shards": [m["path"] for m in manifest], "n_docs": summary.n_docs})
         group.attrs.update(
             {
                 "schema_version": SCHEMA_VERSION,
@@ -167,14 +199,60 @@ def cooccur(
                 "n_tokens": result.n_tokens,
                 "entry_sum": result.entry_sum,
                 "vocab_hash": vocabulary_hash(words),
-                "corpus_manifest": list(manifest),
+                "corpus_manifest": (list(old.attrs["corpus_manifest"]) if old is not None else []) + list(manifest),
+                "updates": updates,
                 "codoc": codoc,
-                "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                "created": now,
                 "versions": library_versions(),
             }
         )
         fs.rm(scratch_path, recursive=True)
     return result
+
+
+def _uncounted_blocks(old, blocks, words, corpus: str):
+    """The blocks of shards ``old`` has not counted, after checking that what it counted is unchanged."""
+    if old.attrs["vocab_hash"] != vocabulary_hash(words):
+        raise StoreError(
+            f"{corpus}/vocab.parquet: its words differ from those {old.url} was built with; an update needs the "
+            "same vocabulary (add documents with `jsmf ingest --append`), or rebuild with `jsmf cooccur --overwrite`"
+        )
+    if "doc_hashes" not in old.group:
+        raise StoreError(f"{old.url}: built without doc_id hashes, so repeats cannot be refused; rebuild it with "
+                         "`jsmf cooccur --overwrite`")
+    counted = {posixpath.basename(m["path"]): m for m in old.attrs["corpus_manifest"]}
+    present: dict[str, int] = {}
+    for b in blocks:
+        name = posixpath.basename(b.path)
+        present[name] = present.get(name, 0) + b.n_rows
+    for name, m in counted.items():
+        if name not in present:
+            raise StoreError(f"{corpus}/{name}: counted in {old.url} but no longer in the corpus; rebuild with "
+                             "`jsmf cooccur --overwrite`")
+        url = join(corpus, name)
+        fs, path = get_fs(url)
+        if present[name] != m["rows"] or fs.size(path) != m["bytes"]:
+            raise StoreError(f"{url}: changed since {old.url} counted it ({m['rows']} rows, {m['bytes']} bytes "
+                             f"then; {present[name]} rows, {fs.size(path)} bytes now); rebuild with --overwrite")
+    new = [b for b in blocks if posixpath.basename(b.path) not in counted]
+    if not new:
+        raise StoreError(f"{corpus}: every shard is already counted in {old.url}; nothing to update "
+                         "(add documents with `jsmf ingest --append`)")
+    return new
+
+
+def _check_not_counted(old, blocks, hashes) -> None:
+    """Refuse a new document whose doc_id is already counted in ``old``."""
+    counted = old.group["doc_hashes"][:]
+    for block, h in zip(blocks, hashes, strict=True):
+        hit = np.flatnonzero(np.isin(h, counted))
+        if hit.size:
+            row = int(hit[0])
+            doc_id = read_block(block, None).column("doc_id")[row].as_py()
+            raise CorpusSchemaError(
+                f"{block.path}: row {block.row_offset + row}: field 'doc_id' {doc_id!r} is already counted in "
+                f"{old.url}; expected only new documents in an update"
+            )
 
 
 def _check_unique(blocks, hashes) -> None:

@@ -20,7 +20,7 @@ from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import staged_output, write_file
-from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, topics_path
+from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, open_model, topics_path
 from jsmf_dask.io.parquet import corpus_dir, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, zarr_store
@@ -149,7 +149,8 @@ def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: 
     n_iter = 0
     if params.rectifier == "ap":
         iterate, eig, ap_trace, n_iter = alternating_projection(
-            op, n, params.n_topics, iterations=params.iterations, tol=params.tol, eig_tol=params.eig_tol, rng=rng
+            op, n, params.n_topics, iterations=params.iterations, tol=params.tol, eig_tol=params.eig_tol, rng=rng,
+            start=params.start(),
         )
         trace = ap_trace.as_arrays()
         if params.end_with == "psd":
@@ -196,6 +197,7 @@ def fit(
     name: str | None = None,
     path: str = "auto",
     eig_tol: float = 1e-6,
+    warm_start: str | None = None,
     overwrite: bool = False,
 ) -> FitResult:
     """Fit a model from ``<root>/cooc.zarr``.
@@ -228,6 +230,9 @@ def fit(
         Rectification path; auto takes in-task up to 20,000 words.
     eig_tol : float, default=1e-6
         Relative eigen-residual of every PSD step.
+    warm_start : str, optional
+        Name of a model of the same root and K whose eigenvectors ``Y`` start
+        AP's first eigensolve (the refit after ``cooccur --update``).
     overwrite : bool, default=False
         Replace an existing model of the same name.
 
@@ -272,7 +277,16 @@ def fit(
             f"only {int(candidates.sum())} words occur in at least min_anchor_df={min_anchor_df} documents; "
             f"need at least n_topics={n_topics}. Lower min_anchor_df."
         )
-    params = RectifyParams(n_topics, rectifier, iterations, tol, end_with, eig_tol, seed)
+    start_Y = None
+    if warm_start is not None:
+        previous = open_model(root, warm_start)
+        start_Y = previous.arrays.get("Y")
+        if start_Y is None or start_Y.shape != (n, n_topics):
+            raise InvalidParameterError(
+                f"warm_start={warm_start!r} has no eigenvectors of shape ({n}, {n_topics}) to start from "
+                f"(got {None if start_Y is None else start_Y.shape}); fit it with the same K on this vocabulary"
+            )
+    params = RectifyParams(n_topics, rectifier, iterations, tol, end_with, eig_tol, seed, start_Y=start_Y)
     client = _progress.active_client()
     if path == "auto":
         path = "in-task" if n <= IN_TASK_MAX_WORDS else "tiled"
@@ -314,7 +328,7 @@ def fit(
             "name": name,
             "params": {"n_topics": n_topics, "rectifier": rectifier, "iterations": iterations, "tol": tol,
                        "end_with": end_with, "solver": solver, "min_anchor_df": min_anchor_df, "seed": seed,
-                       "path": path, "eig_tol": eig_tol},
+                       "path": path, "eig_tol": eig_tol, "warm_start": warm_start},
             "n_iter": result.n_iter,
             "legality": legality,
             "final_eig_residual": result.eig.residual,

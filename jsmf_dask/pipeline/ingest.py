@@ -19,13 +19,21 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
-from jsmf_dask.exceptions import InputError
-from jsmf_dask.io.fs import get_fs, join, staged_output
-from jsmf_dask.io.parquet import corpus_dir, find_duplicate_doc_id, write_vocabulary
+from jsmf_dask.exceptions import InputError, InvalidParameterError
+from jsmf_dask.io.fs import get_fs, is_local, join, staged_output
+from jsmf_dask.io.parquet import (
+    corpus_dir,
+    doc_id_hashes,
+    find_duplicate_doc_id,
+    list_blocks,
+    read_vocabulary,
+    write_vocabulary,
+)
 from jsmf_dask.io.sources import (
     RatingsBucketPartition,
     RatingsColumns,
@@ -120,6 +128,45 @@ def _detect_format(inputs: Sequence[str]) -> str:
     return kinds.pop()
 
 
+class _AppendTarget(dict):
+    """The corpus an append adds to: its vocabulary table, shard URLs, manifest and next shard number."""
+
+
+def _existing_corpus(corpus: str) -> _AppendTarget:
+    vocab = read_vocabulary(corpus)
+    shards = [b.path for b in list_blocks(corpus)]
+    shards = sorted(set(shards))
+    numbers = [int(m.group(1)) for u in shards if (m := re.match(r"part-(\d+)\.parquet$", posixpath.basename(u)))]
+    fs, path = get_fs(join(corpus, MANIFEST))
+    manifest = {}
+    if fs.exists(path):
+        with fs.open(path) as f:
+            manifest = json.load(f)
+    return _AppendTarget(vocab=vocab, shards=shards, manifest=manifest, next_index=max(numbers, default=-1) + 1)
+
+
+def _link_existing(existing: _AppendTarget, tmp: str, new_shards: list[str]) -> None:
+    """Refuse new documents whose doc_id is already in the corpus, then put the old shards beside the new."""
+    tables = [(u, pq.read_table(get_fs(u)[1], columns=["doc_id"], filesystem=get_fs(u)[0]).column("doc_id"))
+              for u in existing["shards"] + new_shards]
+    dup = find_duplicate_doc_id([doc_id_hashes(t) for _, t in tables])
+    if dup is not None:
+        a, ra, b, rb = dup
+        if tables[a][1][ra].as_py() == tables[b][1][rb].as_py():
+            first = existing["shards"][a] if a < len(existing["shards"]) else "the appended input"
+            raise InputError(
+                f"doc_id {tables[b][1][rb].as_py()!r} of the appended input is already in the corpus "
+                f"({first} row {ra}); expected new documents only"
+            )
+    for url in existing["shards"]:
+        target = join(tmp, posixpath.basename(url))
+        fs, src = get_fs(url)
+        if is_local(url):
+            os.link(src, get_fs(target)[1])
+        else:
+            fs.copy(src, get_fs(target)[1])
+
+
 def uci_vocab_for(docword: str) -> str:
     """The vocabulary file that goes with a UCI ``docword.X.txt[.gz]``: ``vocab.X.txt`` beside it."""
     head, name = posixpath.split(docword)
@@ -147,6 +194,7 @@ def ingest(
     docs_per_shard: int | None = None,
     row_group_size: int | None = None,
     overwrite: bool = False,
+    append: bool = False,
 ) -> IngestReport:
     """Read raw input, curate the vocabulary and write the corpus under ``<root>/corpus``.
 
@@ -184,6 +232,12 @@ def ingest(
         Shard and row-group sizes in documents (``jsmf.ingest.*`` config).
     overwrite : bool, default=False
         Replace an existing corpus.
+    append : bool, default=False
+        Add the input's documents to the existing corpus as new shards, with
+        the existing vocabulary (words outside it are dropped; ``vocab_size``
+        does not apply): the nightly path, followed by ``cooccur(update=True)``.
+        A doc_id already in the corpus is refused. The old shards are linked
+        (local) or copied into the new corpus, committed as one rename.
 
     Returns
     -------
@@ -214,8 +268,16 @@ def ingest(
     if format in ("ratings", "baskets") and stopwords == "english":
         stopwords = None
     stop = load_stopwords(stopwords)
+    existing = None
+    if append:
+        if overwrite:
+            raise InvalidParameterError("append=True adds to the existing corpus and overwrite=True replaces it; "
+                                        "pass one of them")
+        if vocab_size is not None:
+            raise InvalidParameterError("vocab_size applies to a new corpus; an append keeps the existing vocabulary")
+        existing = _existing_corpus(corpus_dir(root))
 
-    with staged_output(corpus_dir(root), overwrite=overwrite) as tmp:
+    with staged_output(corpus_dir(root), overwrite=overwrite or append) as tmp:
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
         fs.makedirs(scratch_path, exist_ok=True)
@@ -240,33 +302,47 @@ def ingest(
         else:
             words = np.array(stats.terms.to_pylist(), dtype=object)
             n_source = words.size
-        is_stop = np.array([w.lower() in stop for w in words], dtype=bool) if stop else None
-        tiebreak = np.argsort(np.argsort(words.astype(str), kind="stable"), kind="stable")
-        selection = select_vocabulary(
-            stats.df, stats.tf, n_input, vocab_size, is_stopword=is_stop, tiebreak=tiebreak
-        )
-        n_words = selection.kept.size
-        if n_words == 0:
-            raise InputError(
-                f"{', '.join(inputs)}: the vocabulary is empty after curation "
-                f"({selection.n_stopwords} stop words and {selection.n_absent} absent words removed)"
-            )
-        if vocab_size is not None and vocab_size > n_words:
-            warnings.warn(
-                f"vocab_size={vocab_size} exceeds the {n_words} eligible words; keeping every word",
-                UserWarning,
-                stacklevel=2,
-            )
-        if source_words is not None:
-            lookup = np.full(len(source_words), -1, dtype=np.int64)
-            lookup[selection.kept] = np.arange(n_words)
-            mapping = TermMapping(n_words, lookup=lookup)
+        if existing is not None:
+            # An append keeps the corpus's vocabulary: each source term maps to its word_id there, or is dropped.
+            vocab_words = existing["vocab"].column("word")
+            n_words = len(vocab_words)
+            selection = None
+            if source_words is not None:
+                position = pc.fill_null(pc.index_in(pa.array([str(w) for w in words]), value_set=vocab_words), -1)
+                mapping = TermMapping(n_words, lookup=position.to_numpy().astype(np.int64))
+            else:
+                mapping = TermMapping(n_words, words=vocab_words)
+            kept_words = vocab_words.to_pylist()
         else:
-            mapping = TermMapping(n_words, words=pa.array(words[selection.kept].tolist(), pa.string()))
+            is_stop = np.array([w.lower() in stop for w in words], dtype=bool) if stop else None
+            tiebreak = np.argsort(np.argsort(words.astype(str), kind="stable"), kind="stable")
+            selection = select_vocabulary(
+                stats.df, stats.tf, n_input, vocab_size, is_stopword=is_stop, tiebreak=tiebreak
+            )
+            n_words = selection.kept.size
+            if n_words == 0:
+                raise InputError(
+                    f"{', '.join(inputs)}: the vocabulary is empty after curation "
+                    f"({selection.n_stopwords} stop words and {selection.n_absent} absent words removed)"
+                )
+            if vocab_size is not None and vocab_size > n_words:
+                warnings.warn(
+                    f"vocab_size={vocab_size} exceeds the {n_words} eligible words; keeping every word",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            if source_words is not None:
+                lookup = np.full(len(source_words), -1, dtype=np.int64)
+                lookup[selection.kept] = np.arange(n_words)
+                mapping = TermMapping(n_words, lookup=lookup)
+            else:
+                mapping = TermMapping(n_words, words=pa.array(words[selection.kept].tolist(), pa.string()))
+            kept_words = [str(w) for w in words[selection.kept]]
         (results,) = _progress.compute(
             write_curated_shards(
                 raw_files, mapping, tmp, min_doc_tokens=min_doc_tokens,
                 min_doc_words=min_doc_words, row_group_size=row_group_size,
+                first_index=existing["next_index"] if existing is not None else 0,
             )
         )
         n_docs = sum(r.n_docs for r in results)
@@ -277,10 +353,15 @@ def ingest(
             )
         df = np.sum([r.df for r in results], axis=0)
         tf = np.sum([r.tf for r in results], axis=0)
+        n_new_shards = sum(r.url is not None for r in results)
+        if existing is not None:
+            _link_existing(existing, tmp, [r.url for r in results if r.url is not None])
+            df = df + existing["vocab"].column("df").to_numpy()
+            tf = tf + existing["vocab"].column("tf").to_numpy()
         vocab_table = pa.table(
             {
                 "word_id": np.arange(n_words, dtype=np.int32),
-                "word": pa.array([str(w) for w in words[selection.kept]], pa.string()),
+                "word": pa.array(kept_words, pa.string()),
                 "df": df.astype(np.int64),
                 "tf": tf.astype(np.int64),
             }
@@ -292,16 +373,16 @@ def ingest(
             n_empty_docs=n_empty,
             n_ignored_records=n_ignored,
             n_source_words=n_source,
-            words_removed_stopwords=selection.n_stopwords,
-            words_removed_absent=selection.n_absent if source_words is not None else 0,
-            words_removed_vocab_size=selection.n_beyond_size,
+            words_removed_stopwords=selection.n_stopwords if selection is not None else 0,
+            words_removed_absent=selection.n_absent if selection is not None and source_words is not None else 0,
+            words_removed_vocab_size=selection.n_beyond_size if selection is not None else 0,
             n_words=n_words,
             words_unused_after_filter=int(np.count_nonzero(df == 0)),
             docs_removed_short=sum(r.n_short for r in results),
             docs_removed_few_words=sum(r.n_few_words for r in results),
             n_docs=n_docs,
-            n_tokens=int(tf.sum()),
-            n_shards=sum(r.url is not None for r in results),
+            n_tokens=sum(r.n_tokens for r in results),
+            n_shards=n_new_shards,
             min_doc_tokens=min_doc_tokens,
             min_doc_words=min_doc_words,
         )
@@ -315,6 +396,10 @@ def ingest(
         fs.rm(scratch_path, recursive=True)
         manifest = {"report": asdict(report), "inputs": inputs, "vocab_size": vocab_size,
                     "row_group_size": row_group_size, "docs_per_shard": docs_per_shard}
+        if existing is not None:  # the first ingest stays the manifest's head; appends are listed after it
+            manifest = dict(existing["manifest"])
+            manifest["appends"] = list(manifest.get("appends", [])) + [
+                {"report": asdict(report), "inputs": inputs, "row_group_size": row_group_size}]
         with fs.open(get_fs(join(tmp, MANIFEST))[1], "w") as f:
             json.dump(manifest, f, indent=2)
     return report

@@ -1,7 +1,10 @@
 """``run``: every stage of a run from one config, skipping stages already committed from the same inputs.
 
 Stages run in order ingest → cooccur → fit (each model) → evaluate → report →
-infer, each only if the config has its table. A stage is skipped when its
+infer, each only if the config has its table. A nightly config appends
+(``[ingest] append = true``), updates C (``[cooccur] update = true``) and refits
+from the previous model (``warm_start``); because the ingest marker holds the
+day's input files' hash, rerunning the same day never appends twice. A stage is skipped when its
 marker (:mod:`jsmf_dask.io.markers`) holds the fingerprint it would be computed
 from now — its parameters and its inputs (the input files' contents for
 ``ingest``, the upstream stages' fingerprints for the others) — and its output
@@ -110,11 +113,11 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
             kwargs["stopwords"] = None
         digests = [input_digest(u) for u in _input_files(kwargs)]
         ingest_fp = stage("ingest", fingerprint("ingest", kwargs, digests), join(root, "corpus"), kwargs,
-                          lambda: ingest(root, overwrite=True, **kwargs).lines())
+                          lambda: ingest(root, overwrite=not kwargs.get("append"), **kwargs).lines())
     cooc_fp = upstream("cooccur")
     if (params := cfg.stage("cooccur")) is not None:
         cooc_fp = stage("cooccur", fingerprint("cooccur", params, ingest_fp), join(root, "cooc.zarr"), params,
-                        lambda: cooccur(root, overwrite=True, **params).lines())
+                        lambda: cooccur(root, overwrite=not params.get("update"), **params).lines())
     fit_fps: dict[str, str] = {}
     for params in cfg.stage("fit") or []:
         kwargs = {_FIT_KEYS.get(k, k): v for k, v in params.items()}

@@ -15,11 +15,12 @@ import dask
 import dask.bag as db
 import numpy as np
 import scipy.sparse as sp
+import zarr
 from dask.base import tokenize
 
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
-from jsmf_dask.io.zarr_store import write_tile
+from jsmf_dask.io.zarr_store import write_tile, zarr_store
 from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, tile_products
 
 __all__ = [
@@ -119,6 +120,7 @@ def _tile(
     store: str,
     batch_nnz: int,
     codoc: bool,
+    base: tuple[str, float] | None = None,
 ) -> tuple[int, int]:
     r0, r1 = int(edges[rows_block]), int(edges[rows_block + 1])
     c0, c1 = int(edges[cols_block]), int(edges[cols_block + 1])
@@ -156,6 +158,11 @@ def _tile(
         # Exact symmetry, and the exact diagonal Σ h(h−1)/(n(n−1)) (see kernels.cooccurrence).
         cooc = 0.5 * (cooc + cooc.T)
         np.fill_diagonal(cooc, diagonal)
+    if base is not None:  # an update: add the stored sum (C_old × its entry_sum) and co-document counts
+        old = zarr.open_group(zarr_store(base[0], read_only=True), mode="r")
+        cooc += old["C"][r0:r1, c0:c1] * base[1]
+        if counts is not None:
+            counts += old["D2"][r0:r1, c0:c1]
     write_tile(
         store,
         (r0, r1),
@@ -176,13 +183,17 @@ def tile_tasks(
     *,
     batch_nnz: int,
     codoc: bool = True,
+    base: tuple[str, float] | None = None,
 ) -> list[dask.delayed]:
     """Reduce: one delayed task per upper-triangular tile ``(I, J)``, ``I <= J``.
 
     Each task writes ``C[I, J] / entry_sum`` and its mirror (and ``D2``) into
-    the pre-created store at ``store`` and returns ``(I, J)``.
+    the pre-created store at ``store`` and returns ``(I, J)``. With ``base =
+    (url, old_entry_sum)`` (an update) the tile of the store at ``url`` times
+    ``old_entry_sum`` is added first (and its ``D2``), so that ``entry_sum``
+    is then the total of both.
     """
-    token = tokenize(scratch, store, entry_sum, edges.tolist())
+    token = tokenize(scratch, store, entry_sum, edges.tolist(), base)
     n_tiles = len(edges) - 1
     tasks = []
     for i in range(n_tiles):
@@ -191,7 +202,7 @@ def tile_tasks(
             tasks.append(
                 dask.delayed(_tile, pure=True)(
                     i, j, n_blocks, edges, scratch, diag_i if i == j else None, entry_sum,
-                    store, batch_nnz, codoc, dask_key_name=f"cooc-tile-{i}-{j}-{token}",
+                    store, batch_nnz, codoc, base, dask_key_name=f"cooc-tile-{i}-{j}-{token}",
                 )
             )
     return tasks

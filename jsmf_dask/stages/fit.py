@@ -55,6 +55,13 @@ class RectifyParams:
     eig_tol: float
     seed: int
     dc_permutations: int = 30
+    start_Y: np.ndarray | None = None  # AP warm start: a previous fit's eigenvectors (N×K)
+
+    def start(self) -> Eigenpairs | None:
+        """The warm start as :class:`Eigenpairs` (None without one)."""
+        if self.start_Y is None:
+            return None
+        return Eigenpairs(np.zeros(self.start_Y.shape[1]), self.start_Y, float("nan"), 0)
 
 
 @dataclass
@@ -97,7 +104,7 @@ def _rectify_in_task(
         rect = rectify(
             C, params.n_topics, rectifier=params.rectifier, iterations=params.iterations, tol=params.tol,
             end_with=params.end_with, eig_tol=params.eig_tol, dc_permutations=params.dc_permutations,
-            rng=np.random.default_rng(params.seed),
+            rng=np.random.default_rng(params.seed), start=params.start(),
         )
         del C
         C_rect = rect.C

@@ -273,8 +273,10 @@ def write_curated_shards(
     min_doc_tokens: int,
     min_doc_words: int,
     row_group_size: int,
+    first_index: int = 0,
 ) -> db.Bag:
-    """Pass 2: a bag of :class:`ShardResult`, one per raw block (shard ``i`` from raw file ``i``)."""
-    return db.from_sequence(list(enumerate(raw_files)), npartitions=max(1, len(raw_files))).map(
+    """Pass 2: a bag of :class:`ShardResult`, one per raw block (shard ``first_index + i`` from raw file ``i``)."""
+    items = [(first_index + i, url) for i, url in enumerate(raw_files)]
+    return db.from_sequence(items, npartitions=max(1, len(raw_files))).map(
         _write_curated, mapping, corpus, min_doc_tokens, min_doc_words, row_group_size
     )

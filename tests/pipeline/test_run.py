@@ -155,3 +155,30 @@ def test_shipped_configs_are_valid():
     for path in sorted(configs.glob("*.toml")):
         cfg = load_run_config(path)
         assert cfg.stage("fit"), path
+
+
+def test_nightly_append_config_runs_once_per_input(tmp_path):
+    from tests.conftest import read_uci, write_uci
+    from jsmf_dask import open_cooccurrence
+
+    docs = read_uci(REUTERS_DOCWORD)
+    vocab = REUTERS_VOCAB.read_text().splitlines()
+    write_uci(tmp_path, docs[:250], vocab, name="day1")
+    write_uci(tmp_path, docs[250:], vocab, name="day2")
+    (tmp_path / "ids1.txt").write_text("\n".join(f"r{i}" for i in range(250)) + "\n")
+    (tmp_path / "ids2.txt").write_text("\n".join(f"r{i}" for i in range(250, len(docs))) + "\n")
+    first = tmp_path / "first.toml"
+    first.write_text('root = "run"\n[ingest]\ninputs = ["docword.day1.txt"]\ndoc_ids = "ids1.txt"\nvocab_size = 400\n'
+                     '[cooccur]\n[[fit]]\ntopics = 5\niterations = 20\n')
+    nightly = tmp_path / "nightly.toml"
+    nightly.write_text('root = "run"\n[ingest]\ninputs = ["docword.day2.txt"]\ndoc_ids = "ids2.txt"\nappend = true\n'
+                       '[cooccur]\nupdate = true\n[[fit]]\ntopics = 5\niterations = 20\nname = "k5-ap"\n'
+                       'warm_start = "k5-ap"\n')
+    run(first)
+    n_first = open_cooccurrence(f"{tmp_path}/run/cooc.zarr").attrs["n_docs"]
+    assert _status(run(nightly)) == {"ingest": "ran", "cooccur": "ran", "fit-k5-ap": "ran"}
+    n_after = open_cooccurrence(f"{tmp_path}/run/cooc.zarr").attrs["n_docs"]
+    assert n_after > n_first
+    # the same night retried: nothing is appended twice
+    assert _status(run(nightly)) == {"ingest": "skipped", "cooccur": "skipped", "fit-k5-ap": "skipped"}
+    assert open_cooccurrence(f"{tmp_path}/run/cooc.zarr").attrs["n_docs"] == n_after

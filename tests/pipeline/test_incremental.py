@@ -1,0 +1,131 @@
+"""Incremental updates: `ingest --append` + `cooccur --update` equal a build from scratch (1e-12)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jsmf_dask import cooccur, ingest, open_cooccurrence
+from jsmf_dask.cli import main
+from jsmf_dask.exceptions import CorpusSchemaError, InputError, StoreError
+from jsmf_dask.io.parquet import read_vocabulary
+from tests.conftest import REUTERS_DOCWORD, REUTERS_VOCAB, listing, read_uci, write_uci
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    """The Reuters corpus split into two UCI files (documents 1–250 and 251–395) with the same vocabulary."""
+    d = tmp_path_factory.mktemp("parts")
+    docs = read_uci(REUTERS_DOCWORD)
+    vocab = REUTERS_VOCAB.read_text().splitlines()
+    # UCI names documents by position; the days' id files keep the names of the whole corpus
+    (d / "ids.day1.txt").write_text("\n".join(f"r{i}" for i in range(250)) + "\n")
+    (d / "ids.day2.txt").write_text("\n".join(f"r{i}" for i in range(250, len(docs))) + "\n")
+    return {
+        "day1": write_uci(d, docs[:250], vocab, name="day1"),
+        "day2": write_uci(d, docs[250:], vocab, name="day2"),
+        "ids1": str(d / "ids.day1.txt"),
+        "ids2": str(d / "ids.day2.txt"),
+        "n_docs": len(docs),
+    }
+
+
+def test_append_and_update_equal_a_build_from_scratch(parts, tmp_path):
+    inc = tmp_path / "inc"
+    ingest(inc, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=600, row_group_size=60)
+    first_words = read_vocabulary(f"{inc}/corpus").column("word").to_pylist()
+    cooccur(inc, tile_size=256)
+    before = open_cooccurrence(f"{inc}/cooc.zarr").attrs["n_docs"]
+    report = ingest(inc, [str(parts["day2"])], doc_ids=parts["ids2"], append=True, row_group_size=60)
+    assert report.n_docs > 0 and read_vocabulary(f"{inc}/corpus").column("word").to_pylist() == first_words
+    summary = cooccur(inc, update=True)
+    store = open_cooccurrence(f"{inc}/cooc.zarr")
+    assert summary.n_blocks == -(-report.n_docs // 60) and store.attrs["n_docs"] == before + report.n_docs
+    assert len(store.attrs["updates"]) == 1
+    # the reference: the same two-part corpus built in one go
+    ref_root = tmp_path / "ref"
+    import shutil
+
+    shutil.copytree(inc / "corpus", ref_root / "corpus")
+    cooccur(ref_root, tile_size=256)
+    ref = open_cooccurrence(f"{ref_root}/cooc.zarr")
+    np.testing.assert_allclose(store.C[:], ref.C[:], rtol=0, atol=1e-12 * ref.C[:].max())
+    assert abs(store.C[:].sum() - 1) < 1e-12
+    np.testing.assert_array_equal(store.D1[:], ref.D1[:])
+    np.testing.assert_array_equal(store.D2[:], ref.D2[:])
+    np.testing.assert_array_equal(store.group["doc_hashes"][:], ref.group["doc_hashes"][:])
+    assert store.attrs["entry_sum"] == pytest.approx(ref.attrs["entry_sum"], rel=1e-15)
+
+
+def test_update_refusals_leave_everything_unchanged(parts, tmp_path):
+    root = tmp_path / "run"
+    ingest(root, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=500, row_group_size=100)
+    cooccur(root)
+    before = listing(root)
+    with pytest.raises(StoreError, match="every shard is already counted"):
+        cooccur(root, update=True)
+    # the same documents again: refused at append, by doc_id
+    with pytest.raises(InputError, match=r"doc_id '.*' of the appended input is already in the corpus"):
+        ingest(root, [str(parts["day1"])], doc_ids=parts["ids1"], append=True)
+    assert listing(root) == before
+    with pytest.raises(ValueError, match="vocab_size applies to a new corpus"):
+        ingest(root, [str(parts["day2"])], append=True, vocab_size=10)
+    # a corpus whose vocabulary changed under C: the update is refused
+    other = tmp_path / "other"
+    ingest(other, [str(parts["day2"])], vocab_size=400)
+    import shutil
+
+    shutil.rmtree(root / "corpus")
+    shutil.copytree(other / "corpus", root / "corpus")
+    snapshot = listing(root)
+    with pytest.raises(StoreError, match="its words differ from those .* was built with"):
+        cooccur(root, update=True)
+    assert listing(root) == snapshot
+
+
+def test_update_refuses_documents_already_counted(parts, tmp_path):
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "run"
+    ingest(root, [str(parts["day1"])], vocab_size=500, row_group_size=100)
+    cooccur(root)
+    # a shard slipped into the corpus by hand, repeating a counted document
+    shard = pq.read_table(root / "corpus" / "part-00000.parquet").slice(0, 3)
+    pq.write_table(shard, root / "corpus" / "part-00099.parquet")
+    snapshot = listing(root)
+    with pytest.raises(CorpusSchemaError, match=r"part-00099\.parquet: row 0: field 'doc_id' '.*' is already counted"):
+        cooccur(root, update=True)
+    assert listing(root) == snapshot
+
+
+def test_cli_append_and_update(parts, tmp_path, capsys):
+    root = str(tmp_path / "run")
+    local = ["--scheduler", "synchronous", "--quiet"]
+    assert main(["ingest", root, str(parts["day1"]), "--doc-ids", parts["ids1"], "--vocab-size", "500", *local]) == 0
+    assert main(["cooccur", root, *local]) == 0
+    assert main(["ingest", root, str(parts["day2"]), "--doc-ids", parts["ids2"], "--append", *local]) == 0
+    assert main(["cooccur", root, "--update", *local]) == 0
+    n_docs = open_cooccurrence(f"{root}/cooc.zarr").attrs["n_docs"]
+    assert f"from {n_docs} documents" in capsys.readouterr().out and n_docs > 250
+    assert main(["cooccur", root, "--update", "--overwrite", *local]) == 1
+    assert "pass one of them" in capsys.readouterr().err
+
+
+def test_refit_warm_starts_from_the_previous_model(parts, tmp_path):
+    from jsmf_dask import fit
+
+    root = tmp_path / "run"
+    ingest(root, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=800, row_group_size=100)
+    cooccur(root)
+    fit(root, n_topics=8, iterations=30, name="yesterday")
+    ingest(root, [str(parts["day2"])], doc_ids=parts["ids2"], append=True)
+    cooccur(root, update=True)
+    cold = fit(root, n_topics=8, iterations=30, name="cold")
+    warm = fit(root, n_topics=8, iterations=30, name="warm", warm_start="yesterday")
+    assert warm.attrs["params"]["warm_start"] == "yesterday"
+    # the first eigensolve starts from yesterday's eigenvectors: fewer operator applications
+    assert warm.trace["n_matmat"][0] < cold.trace["n_matmat"][0]
+    np.testing.assert_array_equal(warm.anchors, cold.anchors)
+    np.testing.assert_allclose(warm.B, cold.B, rtol=0, atol=1e-6)  # both AP runs to eigen-residual 1e-6
+    with pytest.raises(ValueError, match="warm_start='cold' has no eigenvectors of shape"):
+        fit(root, n_topics=5, iterations=5, name="k5", warm_start="cold")
