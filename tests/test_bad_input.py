@@ -239,6 +239,14 @@ CLI_CASES = [
     ("run-bad-toml", lambda r, t: ["run", _config(t, "root = [\n")], r"bad\.toml: not valid TOML"),
     ("cluster-address", lambda r, t: ["evaluate", r, "--scheduler", "nosuchproto://host:1"],
      r"cannot reach the Dask scheduler at 'nosuchproto://host:1'"),
+    ("update-nothing-new", lambda r, t: ["cooccur", r, "--update"], r"every shard is already counted"),
+    ("update-and-overwrite", lambda r, t: ["cooccur", r, "--update", "--overwrite"], r"pass one of them"),
+    ("append-vocab-size", lambda r, t: ["ingest", r, str(t), "--append", "--vocab-size", "5"],
+     r"vocab_size applies to a new corpus"),
+    ("warm-start-unknown", lambda r, t: ["fit", r, "--topics", "3", "--name", "x", "--warm-start", "nope"],
+     r"nope: no such model"),
+    ("warm-start-other-k", lambda r, t: ["fit", r, "--topics", "4", "--name", "x", "--warm-start", "k3-ap",
+                                         "--min-anchor-df", "0"], r"warm_start='k3-ap' has no eigenvectors of shape"),
 ]
 
 

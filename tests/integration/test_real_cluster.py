@@ -1,7 +1,7 @@
 """A real cluster: `dask scheduler` and two `dask worker` processes on loopback, started and stopped here.
 
-The pipeline runs through `--scheduler` and must give the LocalCluster's (here: the in-process)
-result; a worker killed mid-`cooccur` or mid-fit must not change it.
+The pipeline runs through `--scheduler` and must give the LocalCluster's result; a worker killed
+mid-`cooccur` or mid-fit must not change it.
 """
 
 from __future__ import annotations
@@ -72,11 +72,10 @@ def real_cluster(tmp_path):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    import dask
-
+    """The reference: a corpus, C and a model built on the embedded LocalCluster (2 worker processes)."""
     root = tmp_path_factory.mktemp("corpus")
-    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
-        synth(root, n_docs=20000, n_words=600, n_topics=6, doc_length=60, seed=2, row_group_size=500)
+    synth(root, n_docs=20000, n_words=600, n_topics=6, doc_length=60, seed=2, row_group_size=500)
+    with connect(n_workers=2, dashboard=False):
         cooccur(root, tile_size=100)
         fit(root, n_topics=6, iterations=30, min_anchor_df=0)
     return root
@@ -90,7 +89,7 @@ def _copy_corpus(src: Path, dst: Path) -> str:
 
 
 @pytest.mark.slow
-def test_cli_through_scheduler_equals_in_process(real_cluster, corpus, tmp_path):
+def test_cli_through_scheduler_equals_local_cluster(real_cluster, corpus, tmp_path):
     address, _ = real_cluster
     root = _copy_corpus(corpus, tmp_path)
     assert main(["cooccur", root, "--tile-size", "100", "--scheduler", address, "--quiet"]) == 0
