@@ -18,8 +18,20 @@ with open(_FILE) as _f:
 dask.config.update_defaults(_DEFAULTS)
 
 
+def _default(key: str) -> Any:
+    node: Any = _DEFAULTS["jsmf"]
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
 def get(key: str, value: Any = None) -> Any:
-    """``value`` if given, else ``dask.config.get("jsmf." + key)``."""
+    """``value`` if given, else ``dask.config.get("jsmf." + key)``, else the shipped default.
+
+    The last fallback keeps the defaults of ``jsmf.yaml`` in force even if the
+    process's dask configuration was replaced after import (seen in a test
+    session that used s3fs/moto: the ``jsmf`` namespace lost its defaults).
+    """
     if value is not None:
         return value
-    return dask.config.get(f"jsmf.{key}")
+    return dask.config.get(f"jsmf.{key}", default=_default(key))

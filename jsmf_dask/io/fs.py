@@ -4,6 +4,11 @@ A stage writes its output under a hidden temporary name beside the final one
 (``<root>/.cooc.zarr.tmp-<id>``) and :func:`staged_output` renames it into
 place only when the whole stage succeeded; on error the temporary is removed,
 so a root never holds a half-written output.
+
+Object stores have no rename: there the commit copies the objects into place
+and writes a sentinel object (``_jsmf_committed``) last; readers refuse an
+output without it (:func:`check_committed`), and the next write of the same
+output restores the previous one from its ``.old-*`` copy.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ from fsspec.implementations.local import LocalFileSystem
 
 from jsmf_dask.exceptions import StoreError
 
-__all__ = ["get_fs", "arrow_fs", "join", "is_local", "staged_output", "remove", "write_file"]
+__all__ = ["get_fs", "arrow_fs", "join", "is_local", "staged_output", "remove", "write_file", "check_committed",
+           "recover_interrupted", "COMMITTED"]
+
+#: The object written last into a committed output on an object store.
+COMMITTED = "_jsmf_committed"
 
 
 def get_fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -99,7 +108,7 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     """
     final = os.fspath(final)
     fs, path = get_fs(final)
-    _recover_interrupted(fs, path)
+    recover_interrupted(final)
     if fs.exists(path) and not overwrite:
         raise StoreError(
             f"{final} already exists; pass --overwrite (overwrite=True) to replace it"
@@ -127,33 +136,63 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
 
 
 def _move_tree(fs, src: str, dst: str) -> None:
-    """Rename a directory: one atomic rename on a local file system; on an object store, which has no
-    directories or renames, a copy of every object under ``src`` followed by the deletion of ``src``."""
+    """Rename a directory: one atomic rename on a local file system. On an object store, which has no
+    renames: copy every object, write the sentinel into ``dst`` last, then delete ``src`` starting with its
+    sentinel, so that at any moment at most one of them carries it and that one is complete."""
     if isinstance(fs, LocalFileSystem):
         fs.mv(src, dst, recursive=True)
         return
     fs.invalidate_cache()
-    files = fs.find(src)
-    for f in files:
-        fs.copy(f, posixpath.join(dst, posixpath.relpath(f, src)))
+    for f in fs.find(src):
+        if posixpath.basename(f) != COMMITTED:
+            fs.copy(f, posixpath.join(dst, posixpath.relpath(f, src)))
+    fs.pipe(posixpath.join(dst, COMMITTED), b"")
+    if fs.exists(posixpath.join(src, COMMITTED)):
+        fs.rm(posixpath.join(src, COMMITTED))
     fs.rm(src, recursive=True)
     fs.invalidate_cache()
 
 
-def _recover_interrupted(fs, path: str) -> None:
-    """Undo what a killed commit of ``path`` left: restore ``.name.old-*`` if the rename into place did
-    not happen, and remove stale ``.name.tmp-*`` / ``.name.old-*`` siblings (one writer per output)."""
-    parent, name = posixpath.split(path.rstrip("/"))
+def check_committed(url: str) -> None:
+    """Raise :class:`StoreError` if ``url`` is an object-store output whose commit was interrupted."""
+    fs, path = get_fs(url)
+    if isinstance(fs, LocalFileSystem) or not fs.exists(path):
+        return
+    if not fs.exists(posixpath.join(path, COMMITTED)):
+        raise StoreError(f"{url}: incomplete: writing it was interrupted; rerun the stage that writes it "
+                         "(the previous version is restored then)")
+
+
+def recover_interrupted(url: str) -> None:
+    """Undo what a killed commit of ``url`` left.
+
+    Local: restore ``.name.old-*`` if the rename into place did not happen.
+    Object store: if ``url`` lacks its sentinel, remove it and restore the
+    complete ``.old-*`` copy if there is one. Then remove stale ``.name.tmp-*``
+    and ``.name.old-*`` siblings (one writer per output).
+    """
+    fs, path = get_fs(url)
+    path = path.rstrip("/")
+    parent, name = posixpath.split(path)
     if not fs.exists(parent):
         return
+    fs.invalidate_cache()
     siblings = [p.rstrip("/") for p in fs.ls(parent, detail=False)]
     olds = sorted(p for p in siblings if posixpath.basename(p).startswith(f".{name}.old-"))
-    if olds and not fs.exists(path):
-        _move_tree(fs, olds[0], path)
-        olds = olds[1:]
+    if isinstance(fs, LocalFileSystem):
+        if olds and not fs.exists(path):
+            _move_tree(fs, olds[0], path)
+            olds = olds[1:]
+    elif fs.exists(path) and not fs.exists(posixpath.join(path, COMMITTED)):
+        fs.rm(path, recursive=True)
+        complete = [o for o in olds if fs.exists(posixpath.join(o, COMMITTED))]
+        if complete:
+            _move_tree(fs, complete[0], path)
+            olds.remove(complete[0])
     for p in olds + [p for p in siblings if posixpath.basename(p).startswith(f".{name}.tmp-")]:
         if fs.exists(p):
             fs.rm(p, recursive=True)
+    fs.invalidate_cache()
 
 
 def _same_scheme(reference: str, path: str) -> str:

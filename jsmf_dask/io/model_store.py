@@ -19,7 +19,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.fs import check_committed, get_fs, join
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import zarr_store
 
@@ -89,6 +89,7 @@ def open_model(root: str, name: str) -> FittedModel:
     fs, path = get_fs(url)
     if not fs.exists(path):
         raise StoreError(f"{url}: no such model; fitted models: {list_models(root) or 'none'}")
+    check_committed(url)
     group = zarr.open_group(zarr_store(url, read_only=True), mode="r")
     attrs = dict(group.attrs)
     if attrs.get("schema_version") != SCHEMA_VERSION:

@@ -21,7 +21,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from jsmf_dask.exceptions import CorpusSchemaError, StoreError
-from jsmf_dask.io.fs import arrow_fs, get_fs, join
+from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join
 from jsmf_dask.io.schema import (
     DOCUMENT_SCHEMA,
     VOCAB_SCHEMA,
@@ -87,6 +87,7 @@ class Block:
 
 
 def _shard_urls(corpus: str) -> list[str]:
+    check_committed(corpus)
     fs, path = get_fs(corpus)
     if not fs.exists(path):
         raise StoreError(f"{corpus}: corpus directory does not exist; run `jsmf ingest` first")
@@ -152,6 +153,7 @@ def write_shard(table: pa.Table, url: str, *, n_words: int, row_group_size: int)
 
 def read_vocabulary(corpus: str) -> pa.Table:
     """Read and validate ``<corpus>/vocab.parquet``."""
+    check_committed(corpus)
     url = vocab_path(corpus)
     fs, path = get_fs(url)
     if not fs.exists(path):

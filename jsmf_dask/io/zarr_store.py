@@ -17,7 +17,7 @@ from zarr.codecs import ZstdCodec
 from zarr.errors import GroupNotFoundError, NodeTypeValidationError
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import get_fs, is_local, join
+from jsmf_dask.io.fs import check_committed, get_fs, is_local, join
 from jsmf_dask.io.schema import SCHEMA_VERSION
 
 __all__ = [
@@ -134,6 +134,7 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
     fs, path = get_fs(url)
     if not fs.exists(path):
         raise StoreError(f"{url}: co-occurrence store does not exist; run `jsmf cooccur` first")
+    check_committed(url)
     try:
         group = zarr.open_group(zarr_store(url, read_only=True), mode="r")
     except (GroupNotFoundError, NodeTypeValidationError, FileNotFoundError, ValueError) as err:

@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 
 from jsmf_dask import _progress
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import arrow_fs, get_fs, join, staged_output
+from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output
 from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary
 from jsmf_dask.stages.infer import doc_topic_tasks
@@ -84,5 +84,6 @@ def read_doc_topics(root: str):
     fs, path = get_fs(url)
     if not fs.exists(path):
         raise StoreError(f"{url}: missing; run `jsmf infer {root}` first")
+    check_committed(url)
     files = sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet"))
     return ds.dataset(files, format="parquet", filesystem=arrow_fs(fs)).to_table()

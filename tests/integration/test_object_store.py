@@ -87,3 +87,38 @@ def test_every_stage_on_s3_equals_local(s3_root, tmp_path):
     listed = fs.find("jsmf-test/run")
     assert "jsmf-test/run/report/report.html" in listed and html_s3 == "s3://jsmf-test/run/report/report.html"
     assert not [p for p in listed if ".tmp" in p or ".old-" in p]  # staged names all renamed or removed
+
+
+@pytest.mark.slow
+def test_an_interrupted_commit_on_s3_is_refused_then_rolled_back(s3_root, monkeypatch):
+    from jsmf_dask import cooccur, ingest, open_cooccurrence
+    from jsmf_dask.exceptions import StoreError
+    from jsmf_dask.io.fs import get_fs, recover_interrupted
+    from tests.conftest import REUTERS_DOCWORD
+
+    root = s3_root.replace("/run", "/crash")
+    ingest(root, [str(REUTERS_DOCWORD)], vocab_size=300, row_group_size=100)
+    cooccur(root, tile_size=64)
+    url = f"{root}/cooc.zarr"
+    C_old = open_cooccurrence(url).C[:]
+    fs, path = get_fs(url)
+    real_copy = fs.copy  # fsspec caches the instance: the stages use this same object
+    copied = []
+
+    def crash_midway(src, dst, *args, **kwargs):  # the "kill": after 3 objects of the new store are in place
+        if dst.startswith(path + "/"):
+            if len(copied) == 3:
+                raise RuntimeError("simulated crash during the commit")
+            copied.append(dst)
+        return real_copy(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(fs, "copy", crash_midway)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        cooccur(root, tile_size=32, overwrite=True)
+    monkeypatch.setattr(fs, "copy", real_copy)
+    with pytest.raises(StoreError, match="incomplete: writing it was interrupted"):
+        open_cooccurrence(url)  # never a mix of old and new
+    recover_interrupted(url)  # what the next write of cooc.zarr does first
+    np.testing.assert_array_equal(open_cooccurrence(url).C[:], C_old)
+    fs.invalidate_cache()
+    assert not [p for p in fs.ls(path.rsplit("/", 1)[0], detail=False) if ".old-" in p or ".tmp-" in p]
