@@ -152,3 +152,32 @@ def test_a_worker_killed_mid_stage_changes_nothing(real_cluster, corpus, tmp_pat
         a, b = open_model(root, "k6-ap"), open_model(str(corpus), "k6-ap")
         np.testing.assert_array_equal(a.arrays["anchors"], b.arrays["anchors"])
         np.testing.assert_allclose(a.arrays["B"], b.arrays["B"], rtol=0, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_driver_killed_mid_run_on_the_cluster_resumes_and_matches(real_cluster, corpus, tmp_path):
+    from jsmf_dask import open_model
+    from jsmf_dask.pipeline.run import run
+
+    address, _ = real_cluster
+    _copy_corpus(corpus, tmp_path)
+    config = tmp_path / "run.toml"
+    config.write_text(f'root = "{tmp_path}"\nscheduler = "{address}"\n[cooccur]\ntile_size = 100\n'
+                      "[[fit]]\ntopics = 6\niterations = 30\nmin_anchor_df = 0\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    driver = subprocess.Popen([sys.executable, "-m", "jsmf_dask.cli", "run", str(config), "--quiet"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: (tmp_path / "_run" / "cooccur.json").exists() or driver.poll() is not None, 120,
+                  "the cooccur stage to commit")
+        os.kill(driver.pid, signal.SIGKILL)  # mid-fit, or just after: the cluster keeps running
+    finally:
+        driver.wait(timeout=30)
+    with connect(address):
+        outcomes = {o.stage: o.status for o in run(config)}
+    assert outcomes["cooccur"] == "skipped"
+    a, b = open_model(str(tmp_path), "k6-ap"), open_model(str(corpus), "k6-ap")
+    np.testing.assert_array_equal(a.arrays["anchors"], b.arrays["anchors"])
+    np.testing.assert_allclose(a.arrays["B"], b.arrays["B"], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(open_cooccurrence(f"{tmp_path}/cooc.zarr").C[:],
+                               open_cooccurrence(f"{corpus}/cooc.zarr").C[:], rtol=1e-13, atol=0)
