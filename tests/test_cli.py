@@ -5,33 +5,39 @@ from __future__ import annotations
 from jsmf_dask.cli import main
 from tests.conftest import listing
 
+LOCAL = ["--scheduler", "synchronous", "--quiet"]
+
 
 def test_synth_cooccur_fit_print_topics(tmp_path, capsys):
     root = str(tmp_path / "run")
-    local = ["--scheduler", "synchronous", "--quiet"]
     assert main(["synth", root, "--docs", "800", "--vocab", "120", "--topics", "4", "--doc-length", "40"]) == 0
     assert "synthetic corpus: 800 documents, 120 words" in capsys.readouterr().out
-    assert main(["cooccur", root, *local]) == 0
+    assert main(["cooccur", root, *LOCAL]) == 0
     assert "C: 120 x 120 from 800 documents" in capsys.readouterr().out
-    assert main(["fit", root, "--topics", "4", "--iterations", "5", "--min-anchor-df", "0", *local]) == 0
+    assert main(["fit", root, "--topics", "4", "--iterations", "5", "--min-anchor-df", "0", *LOCAL]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("model k4-ap: 4 topics, rectifier ap, 5 iterations")
     assert len(out) == 5 and all("[w" in line for line in out[1:])
     assert (tmp_path / "run" / "topics" / "k4-ap.txt").read_text().splitlines() == out[1:]
 
 
-def test_fit_errors_exit_1_and_write_nothing(tmp_path, capsys):
+def _small_root(tmp_path) -> str:
+    """A synthetic corpus (300 documents, 50 words) and its C, through the CLI."""
     root = str(tmp_path / "run")
-    local = ["--scheduler", "synchronous", "--quiet"]
     main(["synth", root, "--docs", "300", "--vocab", "50", "--topics", "3", "--doc-length", "30"])
-    main(["cooccur", root, *local])
+    main(["cooccur", root, *LOCAL])
+    return root
+
+
+def test_fit_errors_exit_1_and_write_nothing(tmp_path, capsys):
+    root = _small_root(tmp_path)
     before = listing(tmp_path / "run")
     capsys.readouterr()
-    assert main(["fit", root, "--topics", "50", *local]) == 1
+    assert main(["fit", root, "--topics", "50", *LOCAL]) == 1
     assert "'n_topics' parameter of fit must be an int in the range [2, 49]" in capsys.readouterr().err
-    assert main(["fit", root, "--topics", "1", *local]) == 1
+    assert main(["fit", root, "--topics", "1", *LOCAL]) == 1
     assert listing(tmp_path / "run") == before
-    assert main(["fit", str(tmp_path / "nowhere"), "--topics", "3", *local]) == 1
+    assert main(["fit", str(tmp_path / "nowhere"), "--topics", "3", *LOCAL]) == 1
     assert "co-occurrence store does not exist" in capsys.readouterr().err
 
 
@@ -39,24 +45,23 @@ def test_evaluate_report_infer_compare_commands(tmp_path, capsys):
     import json
 
     root = str(tmp_path / "run")
-    local = ["--scheduler", "synchronous", "--quiet"]
     main(["synth", root, "--docs", "800", "--vocab", "100", "--topics", "3", "--doc-length", "40"])
-    main(["cooccur", root, *local])
-    main(["fit", root, "--topics", "3", "--iterations", "10", "--min-anchor-df", "0", *local])
+    main(["cooccur", root, *LOCAL])
+    main(["fit", root, "--topics", "3", "--iterations", "10", "--min-anchor-df", "0", *LOCAL])
     capsys.readouterr()
-    assert main(["evaluate", root, *local]) == 0
+    assert main(["evaluate", root, *LOCAL]) == 0
     out = capsys.readouterr().out
     assert "metrics written to" in out and "k3-ap" in out and "rectified_C" in out
     assert set(json.loads((tmp_path / "run" / "report" / "metrics.json").read_text())["models"]) == {"k3-ap"}
-    assert main(["report", root, *local]) == 0
+    assert main(["report", root, *LOCAL]) == 0
     assert capsys.readouterr().out.strip().endswith("report/report.html")
-    assert main(["infer", root, *local]) == 0
+    assert main(["infer", root, *LOCAL]) == 0
     assert "topic compositions of 800 documents under model k3-ap" in capsys.readouterr().out
     import warnings
 
     with warnings.catch_warnings():  # the CLI prints warnings (here: the Baseline's rare anchors) on stderr
         warnings.simplefilter("always", UserWarning)
-        assert main(["compare", root, "--topics", "2,3", "--methods", "none,ap", "--iterations", "5", *local]) == 0
+        assert main(["compare", root, "--topics", "2,3", "--methods", "none,ap", "--iterations", "5", *LOCAL]) == 0
     captured = capsys.readouterr()
     assert "jsmf: warning: the 2 anchors never co-occur" in captured.err
     out = captured.out
@@ -64,23 +69,20 @@ def test_evaluate_report_infer_compare_commands(tmp_path, capsys):
 
 
 def test_evaluate_report_infer_errors_exit_1(tmp_path, capsys):
-    root = str(tmp_path / "run")
-    local = ["--scheduler", "synchronous", "--quiet"]
-    main(["synth", root, "--docs", "300", "--vocab", "50", "--topics", "3", "--doc-length", "30"])
-    main(["cooccur", root, *local])
+    root = _small_root(tmp_path)
     before = listing(tmp_path / "run")
     capsys.readouterr()
     for command in (["evaluate", root], ["report", root], ["infer", root]):
-        assert main([*command, *local]) == 1
+        assert main([*command, *LOCAL]) == 1
         assert "no fitted models under model.zarr; run `jsmf fit` first" in capsys.readouterr().err
-    assert main(["evaluate", root, "--model", "k9-ap", *local]) == 1
+    assert main(["evaluate", root, "--model", "k9-ap", *LOCAL]) == 1
     assert "k9-ap: no such model" in capsys.readouterr().err
-    assert main(["compare", root, "--topics", "3", "--methods", "ap,lda", *local]) == 1
+    assert main(["compare", root, "--topics", "3", "--methods", "ap,lda", *LOCAL]) == 1
     assert "'methods' parameter of compare must be" in capsys.readouterr().err
     import pytest
 
     with pytest.raises(SystemExit) as exit_info:  # argparse: not a list of ints
-        main(["compare", root, "--topics", "3,x", *local])
+        main(["compare", root, "--topics", "3,x", *LOCAL])
     assert exit_info.value.code == 2
     assert "expected comma-separated integers, got '3,x'" in capsys.readouterr().err
     assert listing(tmp_path / "run") == before
