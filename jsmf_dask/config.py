@@ -28,9 +28,10 @@ def _default(key: str) -> Any:
 def get(key: str, value: Any = None) -> Any:
     """``value`` if given, else ``dask.config.get("jsmf." + key)``, else the shipped default.
 
-    The last fallback keeps the defaults of ``jsmf.yaml`` in force even if the
-    process's dask configuration was replaced after import (seen in a test
-    session that used s3fs/moto: the ``jsmf`` namespace lost its defaults).
+    The last fallback keeps the defaults of ``jsmf.yaml`` in force when the
+    ``jsmf`` namespace was created by a ``dask.config.set({"jsmf.…": …})``
+    entered *before* this module was imported: leaving that context deletes
+    the whole namespace, defaults included.
     """
     if value is not None:
         return value

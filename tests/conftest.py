@@ -10,6 +10,8 @@ import dask
 import numpy as np
 import pytest
 
+import jsmf_dask  # noqa: F401  (registers the jsmf dask.config defaults before any test sets jsmf.* keys)
+
 DATA = Path(__file__).parent / "data"
 REUTERS_DOCWORD = DATA / "reuters395" / "docword.reuters395.txt.gz"
 REUTERS_VOCAB = DATA / "reuters395" / "vocab.reuters395.txt"
