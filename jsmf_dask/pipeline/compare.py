@@ -16,7 +16,9 @@ from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.fs import join, write_file
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate
 from jsmf_dask.pipeline.fit import RECTIFIERS, default_name, fit
+from jsmf_dask.pipeline.gibbs import fit_gibbs, require_tomotopy
 from jsmf_dask.pipeline.report import report_dir
+from jsmf_dask.render.figures import metric_curves
 
 __all__ = ["METHODS", "CompareResult", "compare"]
 
@@ -80,16 +82,12 @@ def compare(
         raise InvalidParameterError(f"The 'topics' parameter of compare must be a non-empty list of ints >= 2. "
                                     f"Got {topics!r} instead.")
     if "gibbs" in methods:
-        from jsmf_dask.pipeline.gibbs import _tomotopy
-
-        _tomotopy()  # fail before any fitting when the extra is missing
+        require_tomotopy()  # fail before any fitting when the extra is missing
     names: dict[tuple[str, int], str] = {}
     for k in topics:
         for method in methods:
             name = default_name(k, method)
             if method == "gibbs":
-                from jsmf_dask.pipeline.gibbs import fit_gibbs
-
                 fit_gibbs(root, n_topics=k, iterations=gibbs_iterations, seed=seed, name=name, overwrite=True)
             else:
                 fit(root, n_topics=k, rectifier=method, iterations=iterations, seed=seed, name=name, overwrite=True)
@@ -110,8 +108,6 @@ def compare(
     writer.writeheader()
     writer.writerows(rows)
     result = CompareResult(rows, join(out, "compare.csv"), join(out, "compare.md"), join(out, "compare.png"))
-    from jsmf_dask.render.figures import metric_curves
-
     write_file(result.figure_path, metric_curves(rows, METRICS))
     write_file(result.csv_path, buf.getvalue().encode())
     write_file(result.markdown_path, ("Metrics against the original C (paper §4); compare.csv also has them "

@@ -27,14 +27,15 @@ from jsmf_dask.io.zarr_store import zarr_store
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.pipeline.fit import FitResult, write_topics
 
-__all__ = ["fit_gibbs", "MissingExtraError"]
+__all__ = ["fit_gibbs", "MissingExtraError", "require_tomotopy"]
 
 
 class MissingExtraError(JSMFError):
     """An optional dependency is not installed."""
 
 
-def _tomotopy():
+def require_tomotopy():
+    """The tomotopy module, or :class:`MissingExtraError` naming the extra to install."""
     try:
         import tomotopy
     except ImportError as err:
@@ -78,7 +79,7 @@ def fit_gibbs(
     FitResult
         With no anchors (an empty array) and no trace.
     """
-    tp = _tomotopy()
+    tp = require_tomotopy()
     root = os.fspath(root)
     name = name or f"k{n_topics}-gibbs"
     corpus = corpus_dir(root)

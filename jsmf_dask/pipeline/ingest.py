@@ -128,14 +128,19 @@ def _detect_format(inputs: Sequence[str]) -> str:
     return kinds.pop()
 
 
-class _AppendTarget(dict):
+@dataclass
+class _AppendTarget:
     """The corpus an append adds to: its vocabulary table, shard URLs, manifest and next shard number."""
+
+    vocab: pa.Table
+    shards: list[str]
+    manifest: dict
+    next_index: int
 
 
 def _existing_corpus(corpus: str) -> _AppendTarget:
     vocab = read_vocabulary(corpus)
-    shards = [b.path for b in list_blocks(corpus)]
-    shards = sorted(set(shards))
+    shards = sorted({b.path for b in list_blocks(corpus)})
     numbers = [int(m.group(1)) for u in shards if (m := re.match(r"part-(\d+)\.parquet$", posixpath.basename(u)))]
     fs, path = get_fs(join(corpus, MANIFEST))
     manifest = {}
@@ -148,17 +153,17 @@ def _existing_corpus(corpus: str) -> _AppendTarget:
 def _link_existing(existing: _AppendTarget, tmp: str, new_shards: list[str]) -> None:
     """Refuse new documents whose doc_id is already in the corpus, then put the old shards beside the new."""
     tables = [(u, pq.read_table(get_fs(u)[1], columns=["doc_id"], filesystem=get_fs(u)[0]).column("doc_id"))
-              for u in existing["shards"] + new_shards]
+              for u in existing.shards + new_shards]
     dup = find_duplicate_doc_id([doc_id_hashes(t) for _, t in tables])
     if dup is not None:
         a, ra, b, rb = dup
         if tables[a][1][ra].as_py() == tables[b][1][rb].as_py():
-            first = existing["shards"][a] if a < len(existing["shards"]) else "the appended input"
+            first = existing.shards[a] if a < len(existing.shards) else "the appended input"
             raise InputError(
                 f"doc_id {tables[b][1][rb].as_py()!r} of the appended input is already in the corpus "
                 f"({first} row {ra}); expected new documents only"
             )
-    for url in existing["shards"]:
+    for url in existing.shards:
         target = join(tmp, posixpath.basename(url))
         fs, src = get_fs(url)
         if is_local(url):
@@ -304,7 +309,7 @@ def ingest(
             n_source = words.size
         if existing is not None:
             # An append keeps the corpus's vocabulary: each source term maps to its word_id there, or is dropped.
-            vocab_words = existing["vocab"].column("word")
+            vocab_words = existing.vocab.column("word")
             n_words = len(vocab_words)
             selection = None
             if source_words is not None:
@@ -342,7 +347,7 @@ def ingest(
             write_curated_shards(
                 raw_files, mapping, tmp, min_doc_tokens=min_doc_tokens,
                 min_doc_words=min_doc_words, row_group_size=row_group_size,
-                first_index=existing["next_index"] if existing is not None else 0,
+                first_index=existing.next_index if existing is not None else 0,
             )
         )
         n_docs = sum(r.n_docs for r in results)
@@ -356,8 +361,8 @@ def ingest(
         n_new_shards = sum(r.url is not None for r in results)
         if existing is not None:
             _link_existing(existing, tmp, [r.url for r in results if r.url is not None])
-            df = df + existing["vocab"].column("df").to_numpy()
-            tf = tf + existing["vocab"].column("tf").to_numpy()
+            df = df + existing.vocab.column("df").to_numpy()
+            tf = tf + existing.vocab.column("tf").to_numpy()
         vocab_table = pa.table(
             {
                 "word_id": np.arange(n_words, dtype=np.int32),
@@ -397,7 +402,7 @@ def ingest(
         manifest = {"report": asdict(report), "inputs": inputs, "vocab_size": vocab_size,
                     "row_group_size": row_group_size, "docs_per_shard": docs_per_shard}
         if existing is not None:  # the first ingest stays the manifest's head; appends are listed after it
-            manifest = dict(existing["manifest"])
+            manifest = dict(existing.manifest)
             manifest["appends"] = list(manifest.get("appends", [])) + [
                 {"report": asdict(report), "inputs": inputs, "row_group_size": row_group_size}]
         with fs.open(get_fs(join(tmp, MANIFEST))[1], "w") as f:
