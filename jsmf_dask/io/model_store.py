@@ -26,7 +26,7 @@ from jsmf_dask.io.zarr_store import zarr_store
 __all__ = ["model_path", "topics_path", "ensure_model_group", "create_model", "write_array", "FittedModel", "open_model", "list_models"]
 
 _CONFIG = {"write_empty_chunks": True}
-SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective")
+SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective", "alpha")
 
 
 def model_path(root: str, name: str) -> str:

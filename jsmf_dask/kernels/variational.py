@@ -1,0 +1,262 @@
+"""Batch variational Bayes for LDA: the document E-step, the M-step and the bound.
+
+Notation (Blei, Ng & Jordan 2003; batch form of Hoffman, Blei & Bach 2010):
+
+* ``λ`` (N×K here, word-major like ``B``): the variational Dirichlet parameters
+  of the topics; ``E[log β_wk] = ψ(λ_wk) − ψ(Σ_w λ_wk)``. The refined topics
+  are ``B = λ`` with its columns normalised.
+* ``γ_d`` (K): the variational Dirichlet of document ``d``'s topic weights;
+  ``E[log θ_dk] = ψ(γ_dk) − ψ(Σ_k γ_dk)``.
+* ``α`` (K): the document–topic prior; ``η``: the topic–word prior.
+
+For a document with counts ``n_dw`` the coordinate ascent alternates
+``φ_dwk ∝ exp(E[log θ_dk]) exp(E[log β_wk])`` and ``γ_d = α + Σ_w n_dw φ_dw``;
+the expected word–topic counts ``Σ_d n_dw φ_dwk`` of all documents give the
+M-step ``λ = η + counts``. Every function here works on a CSR count matrix of
+a block of documents at once (never a Python loop over documents); each
+document iterates until its own mean change of ``γ`` falls below ``tol``, so a
+document's result does not depend on which block it is in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sps
+from scipy.special import gammaln, psi
+
+__all__ = [
+    "EStepResult",
+    "dirichlet_expectation",
+    "initial_gamma",
+    "e_step",
+    "document_bound",
+    "topic_bound",
+    "topics_from_model",
+    "moment_alpha",
+    "expected_topic_topic",
+]
+
+_TINY = 1e-100  # keeps φ's normaliser positive where every topic gives a word ~0 probability
+
+
+def dirichlet_expectation(param: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``E[log x]`` for ``x ~ Dirichlet(param)`` along ``axis``: ``ψ(param) − ψ(Σ param)``."""
+    return psi(param) - psi(param.sum(axis=axis, keepdims=True))
+
+
+def initial_gamma(lengths: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """The usual start ``γ_d = α + n_d / K`` (each token split evenly over the topics)."""
+    k = alpha.shape[0]
+    return alpha[None, :] + np.asarray(lengths, dtype=np.float64)[:, None] / k
+
+
+@dataclass
+class EStepResult:
+    """What the E-step of one block returns.
+
+    Attributes
+    ----------
+    gamma : ndarray, shape (D, K)
+        Each document's variational Dirichlet parameters after the E-step.
+    counts : ndarray, shape (N, K)
+        Expected word–topic counts ``Σ_d n_dw φ_dwk`` of the block.
+    bound : float
+        The documents' part of the evidence lower bound at the *incoming*
+        ``γ`` and topics (with the optimal ``φ``): see :func:`document_bound`.
+    iterations : int
+        Inner iterations summed over documents.
+    """
+
+    gamma: np.ndarray
+    counts: np.ndarray
+    bound: float
+    iterations: int
+
+
+def _chunks(indptr: np.ndarray, k: int, entries: int):
+    """Ranges of documents whose non-zeros times K stay within ``entries`` (at least one document each)."""
+    d, n_docs = 0, indptr.size - 1
+    while d < n_docs:
+        stop = int(np.searchsorted(indptr, indptr[d] + max(1, entries // k), side="right")) - 1
+        stop = min(max(stop, d + 1), n_docs)
+        yield d, stop
+        d = stop
+
+
+def _doc_terms(gamma: np.ndarray, elog_theta: np.ndarray, alpha: np.ndarray) -> float:
+    """Σ_d [Σ_k (α_k − γ_dk) E[log θ_dk] + ln Γ(γ_dk) − ln Γ(α_k)] + ln Γ(Σα) − ln Γ(Σ_k γ_dk)."""
+    terms = ((alpha[None, :] - gamma) * elog_theta).sum() + (gammaln(gamma) - gammaln(alpha)[None, :]).sum()
+    return float(terms + gamma.shape[0] * gammaln(alpha.sum()) - gammaln(gamma.sum(axis=1)).sum())
+
+
+def _chunk_e_step(X: sps.csr_array, exp_elog_beta: np.ndarray, alpha: np.ndarray, gamma: np.ndarray,
+                  max_iter: int, tol: float, counts: np.ndarray) -> tuple[float, int]:
+    """E-step of one chunk in place on ``gamma``; adds to ``counts``; returns (bound at entry, iterations)."""
+    n_docs = X.shape[0]
+    indptr, cols, cnt = X.indptr, X.indices, X.data
+    rows = np.repeat(np.arange(n_docs), np.diff(indptr))
+    Eb = exp_elog_beta[cols]  # nnz × K, fixed during the E-step
+    active = np.arange(n_docs)  # documents still iterating, and their slice of the non-zeros
+    a_rows, a_Eb, a_cnt, a_cols, a_indptr = rows, Eb, cnt, cols, indptr
+    bound = 0.0
+    iterations = 0
+    for it in range(max(max_iter, 1)):
+        g = gamma[active]
+        elog_theta = dirichlet_expectation(g)
+        Et = np.exp(elog_theta)
+        phinorm = np.einsum("ij,ij->i", Et[a_rows], a_Eb) + _TINY
+        if it == 0:
+            bound = float(cnt @ np.log(phinorm)) + _doc_terms(g, elog_theta, alpha)
+        if max_iter == 0:
+            return bound, 0
+        weighted = sps.csr_array((a_cnt / phinorm, np.arange(a_cnt.size), a_indptr),
+                                 shape=(active.size, a_cnt.size))
+        g_new = alpha[None, :] + Et * (weighted @ a_Eb)
+        iterations += active.size
+        done = np.abs(g_new - g).mean(axis=1) < tol
+        if it == max_iter - 1:
+            done[:] = True
+        gamma[active] = g_new
+        if done.any():
+            # φ of these documents (from the γ that produced g_new) goes into the counts.
+            W = sps.csr_array((a_cnt / phinorm, a_cols, a_indptr), shape=(active.size, exp_elog_beta.shape[0]))
+            sel = np.flatnonzero(done)
+            counts += W[sel].T @ Et[sel]
+        if done.all():
+            break
+        if done.any():
+            keep = np.flatnonzero(~done)
+            lengths = np.diff(a_indptr)[keep]
+            take = np.flatnonzero(np.repeat(~done, np.diff(a_indptr)))
+            active = active[keep]
+            a_Eb, a_cnt, a_cols = a_Eb[take], a_cnt[take], a_cols[take]
+            a_indptr = np.concatenate([[0], np.cumsum(lengths)])
+            a_rows = np.repeat(np.arange(active.size), lengths)
+    return bound, iterations
+
+
+def e_step(
+    X: sps.csr_array | sps.csr_matrix,
+    exp_elog_beta: np.ndarray,
+    alpha: np.ndarray,
+    gamma: np.ndarray | None = None,
+    *,
+    max_iter: int = 100,
+    tol: float = 1e-3,
+    chunk_entries: int = 1 << 22,
+) -> EStepResult:
+    """The VB E-step of a block of documents.
+
+    Parameters
+    ----------
+    X : sparse matrix, shape (D, N)
+        Word counts of the block (CSR, non-negative).
+    exp_elog_beta : ndarray, shape (N, K)
+        ``exp(E[log β])`` of the current topics (from :func:`dirichlet_expectation`
+        of ``λ`` along axis 0), or a fixed topic–word matrix ``B`` for folding in
+        documents under a point estimate.
+    alpha : ndarray, shape (K,)
+    gamma : ndarray, shape (D, K), optional
+        The documents' ``γ`` from the previous sweep (default
+        :func:`initial_gamma`). Not modified.
+    max_iter : int, default=100
+        Inner iterations per document at most; 0 only scores (``bound``) the
+        incoming ``γ``.
+    tol : float, default=1e-3
+        A document stops when the mean absolute change of its ``γ`` falls below this.
+    chunk_entries : int, default=2**22
+        Non-zeros × K handled at once (bounds the temporary memory: a few
+        arrays of this many float64).
+
+    Returns
+    -------
+    EStepResult
+    """
+    X = sps.csr_array(X, dtype=np.float64)
+    X.sort_indices()
+    alpha = np.asarray(alpha, dtype=np.float64)
+    n_docs, k = X.shape[0], exp_elog_beta.shape[1]
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    gamma = initial_gamma(lengths, alpha) if gamma is None else np.array(gamma, dtype=np.float64)
+    counts = np.zeros((X.shape[1], k))
+    bound, iterations = 0.0, 0
+    for d0, d1 in _chunks(X.indptr, k, chunk_entries):
+        g = gamma[d0:d1]
+        b, n = _chunk_e_step(X[d0:d1], exp_elog_beta, alpha, g, max_iter, tol, counts)
+        gamma[d0:d1] = g
+        bound += b
+        iterations += n
+    counts *= exp_elog_beta
+    return EStepResult(gamma, counts, bound, iterations)
+
+
+def document_bound(X, exp_elog_beta: np.ndarray, alpha: np.ndarray, gamma: np.ndarray) -> float:
+    """The documents' part of the evidence lower bound at ``γ`` with the optimal ``φ``.
+
+    ``Σ_d Σ_w n_dw log Σ_k exp(E[log θ_dk] + E[log β_wk])
+    + Σ_d [Σ_k (α_k − γ_dk) E[log θ_dk] + ln Γ(γ_dk) − ln Γ(α_k) + ln Γ(Σα) − ln Γ(Σ_k γ_dk)]``.
+    """
+    return e_step(X, exp_elog_beta, alpha, gamma, max_iter=0).bound
+
+
+def topic_bound(lam: np.ndarray, eta: float) -> float:
+    """The topics' part of the bound: ``Σ_k [Σ_w (η − λ_wk) E[log β_wk] + ln Γ(λ_wk) − ln Γ(η)]
+    + ln Γ(Nη) − ln Γ(Σ_w λ_wk)``."""
+    n = lam.shape[0]
+    elog_beta = dirichlet_expectation(lam, axis=0)
+    per_topic = ((eta - lam) * elog_beta).sum(axis=0) + (gammaln(lam) - gammaln(eta)).sum(axis=0)
+    return float((per_topic + gammaln(n * eta) - gammaln(lam.sum(axis=0))).sum())
+
+
+def topics_from_model(B: np.ndarray, A: np.ndarray, n_tokens: float, eta: float) -> np.ndarray:
+    """``λ`` for a start from a fitted model: ``η`` plus the expected counts ``n_tokens · B_wk · p(k)``.
+
+    ``p(k) = Σ_l A_kl`` is the topic's share of tokens (uniform when ``A``
+    carries no mass). This is the scale a sweep's M-step produces, so the
+    first sweep's ``E[log β]`` is the spectral model's ``log B`` to within the
+    digamma's small-count correction.
+    """
+    share = A.sum(axis=1)
+    if not np.isfinite(share).all() or share.sum() <= 0 or (share < 0).any():
+        share = np.full(B.shape[1], 1.0 / B.shape[1])
+    share = share / share.sum()
+    return eta + n_tokens * np.clip(B, 0.0, None) * share[None, :]
+
+
+def moment_alpha(A: np.ndarray, *, bounds: tuple[float, float] = (1e-3, 1e3)) -> np.ndarray:
+    """The Dirichlet ``α`` whose ``E[θθᵀ]`` matches ``A`` in its mean and trace.
+
+    For ``θ ~ Dirichlet(α)``, ``E[θ] = α/α₀`` and
+    ``tr E[θθᵀ] = (α₀ Σ_k m_k² + 1)/(α₀ + 1)`` with ``m = E[θ]``, so with
+    ``m = A·1`` (the row sums of the topic–topic matrix)
+    ``α₀ = (1 − tr A)/(tr A − Σ m²)`` and ``α = α₀ m``. ``α₀`` is kept within
+    ``bounds`` times K (a trace at or below ``Σ m²`` means no sign of sparse
+    documents: the upper bound is used).
+    """
+    A = np.asarray(A, dtype=np.float64)
+    A = A / A.sum()
+    k = A.shape[0]
+    m = np.clip(A.sum(axis=1), 1e-12, None)
+    m = m / m.sum()
+    tr = float(np.trace(A))
+    excess = tr - float(m @ m)
+    a0 = (1.0 - tr) / excess if excess > 0 else np.inf
+    a0 = float(np.clip(a0, bounds[0] * k, bounds[1] * k))
+    return a0 * m
+
+
+def expected_topic_topic(gamma: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """``Σ_d (n_d n_dᵀ − diag n_d)/(ℓ_d(ℓ_d − 1))`` over documents with ``ℓ_d ≥ 2``, not yet normalised.
+
+    ``n_d = γ_d − α`` are the expected topic counts of document ``d`` and
+    ``ℓ_d`` their sum: the topic–topic matrix ``A`` formed from the
+    documents the way ``C`` is formed from word counts (paper eq. 1).
+    """
+    n = np.clip(gamma - alpha[None, :], 0.0, None)
+    length = n.sum(axis=1)
+    ok = length >= 2
+    n, length = n[ok], length[ok]
+    scale = 1.0 / (length * (length - 1))
+    return (n * scale[:, None]).T @ n - np.diag((n * scale[:, None]).sum(axis=0))
