@@ -7,7 +7,7 @@ from typing import Any
 
 from jsmf_dask.exceptions import InvalidParameterError
 
-__all__ = ["check_int", "check_option"]
+__all__ = ["check_int", "check_option", "check_heldout"]
 
 
 def check_int(
@@ -52,3 +52,14 @@ def check_option(value: Any, name: str, owner: str, options: Collection[Any]) ->
         )
 
 
+
+
+def check_heldout(value: Any, owner: str) -> float:
+    """The held-out fraction as a float: 0 for None, else it must be in (0, 0.5]."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 0.5:
+        raise InvalidParameterError(
+            f"The 'heldout' parameter of {owner} must be a float in (0, 0.5] or None. Got {value!r} instead."
+        )
+    return float(value)

@@ -26,6 +26,7 @@ from jsmf_dask.pipeline.cooccur import cooccur
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path
 from jsmf_dask.pipeline.fit import RECTIFIERS, fit
 from jsmf_dask.pipeline.infer import infer
+from jsmf_dask.pipeline.refine import refine
 from jsmf_dask.pipeline.ingest import FORMATS, ingest
 from jsmf_dask.pipeline.report import report
 from jsmf_dask.pipeline.run import run
@@ -58,6 +59,40 @@ def _int_list(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _alpha(text: str) -> float | str:
+    return "auto" if text == "auto" else _positive_float(text)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 0.5:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 0.5], got {text!r}")
+    return value
 
 
 def _str_list(text: str) -> list[str]:
@@ -119,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-codoc", action="store_true", help="skip D2 (co-document counts); halves the work")
     p.add_argument("--update", action="store_true",
                    help="add only the shards the existing C has not counted (after `jsmf ingest --append`)")
+    p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
+                   help="leave out of C the documents whose doc_id hashes below FRACTION, for held-out "
+                   "perplexity in `jsmf evaluate` (e.g. 0.1)")
     _add_cluster_options(p)
 
     p = sub.add_parser(
@@ -145,6 +183,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_options(p)
 
     p = sub.add_parser(
+        "refine",
+        help="a few sweeps of variational Bayes from a fitted model -> ROOT/model.zarr/NAME-vb",
+        description="Refine model NAME's topics by batch variational Bayes for LDA over ROOT/corpus, started "
+        "from its B (and A): topics as good as Gibbs sampling's in a few passes over the corpus. Writes a new "
+        "model (same layout, so evaluate/compare/report/infer read it) with each training document's topic "
+        "weights, and prints the topics and what changed. Example: jsmf refine runs/nips --model k20-ap",
+    )
+    p.add_argument("root", metavar="ROOT")
+    p.add_argument("--model", required=True, metavar="NAME", help="the fitted model to start from")
+    p.add_argument("--sweeps", type=_positive_int, metavar="S", help="passes over the corpus at most (default: 5)")
+    p.add_argument("--tol", type=_positive_float, metavar="T",
+                   help="stop earlier when the relative change of lambda falls below T (default: 1e-4)")
+    p.add_argument("--alpha", type=_alpha, metavar="auto|FLOAT",
+                   help="document-topic prior: a symmetric value, or auto (a Dirichlet moment-matched to the "
+                   "model's A) (default: 0.1)")
+    p.add_argument("--eta", type=_positive_float, default=0.01, metavar="FLOAT",
+                   help="topic-word prior (default: 0.01)")
+    p.add_argument("--inner-iterations", type=_positive_int, metavar="I",
+                   help="E-step iterations per document and sweep at most (default: 10)")
+    p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
+                   help="leave out the documents whose id hashes below FRACTION (default: the fraction "
+                   "cooc.zarr was built with)")
+    p.add_argument("--name", help="output model name (default: NAME-vb)")
+    _add_cluster_options(p)
+
+    p = sub.add_parser(
         "evaluate",
         help="the paper's six metrics of every model -> ROOT/report/metrics.json",
         description="Recovery, approximation, dominancy, specificity, dissimilarity and coherence (paper §4) "
@@ -153,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("root", metavar="ROOT")
     p.add_argument("--model", action="append", dest="models", metavar="NAME",
                    help="only this model (repeatable; default: all)")
+    p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
+                   help="held-out perplexity on the documents whose doc_id hashes below FRACTION; a model "
+                   "trained on any of them is an error (default: the fraction cooc.zarr was built with)")
     _add_cluster_options(p, overwrite=False)
 
     p = sub.add_parser(
@@ -244,7 +311,8 @@ def _run_ingest(args: argparse.Namespace) -> list[str]:
 
 def _run_cooccur(args: argparse.Namespace) -> list[str]:
     return cooccur(
-        args.root, tile_size=args.tile_size, codoc=not args.no_codoc, overwrite=args.overwrite, update=args.update
+        args.root, tile_size=args.tile_size, codoc=not args.no_codoc, overwrite=args.overwrite, update=args.update,
+        heldout=args.heldout,
     ).lines()
 
 
@@ -259,6 +327,23 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
     return head + result.lines()
 
 
+def _run_refine(args: argparse.Namespace) -> list[str]:
+    def progress(record) -> None:
+        if not args.quiet:
+            print(record.line(), file=sys.stderr, flush=True)
+
+    result = refine(
+        args.root, model=args.model, sweeps=args.sweeps, tol=args.tol, alpha=args.alpha, eta=args.eta,
+        name=args.name, heldout=args.heldout, inner_iterations=args.inner_iterations, overwrite=args.overwrite,
+        on_sweep=progress,
+    )
+    trace = result.trace["bound_per_word"]
+    head = [f"model {result.name}: {result.B.shape[1]} topics refined from {result.source} by {result.n_iter} "
+            f"sweep(s) of variational Bayes (bound {trace[-1]:.5f} per word); written to {result.path} and "
+            f"{topics_path(args.root, result.name)}"]
+    return head + result.lines() + ["", f"changes from {result.source} (top-10 words gained, lost):"] + result.changes()
+
+
 def _run_synth(args: argparse.Namespace) -> list[str]:
     return synth(
         args.root, n_docs=args.docs, n_words=args.vocab, n_topics=args.topics, doc_length=args.doc_length,
@@ -268,7 +353,7 @@ def _run_synth(args: argparse.Namespace) -> list[str]:
 
 
 def _run_evaluate(args: argparse.Namespace) -> list[str]:
-    out = evaluate(args.root, models=args.models)
+    out = evaluate(args.root, models=args.models, heldout=args.heldout)
     lines = [f"metrics written to {metrics_path(args.root)}",
              f"{'model':<16} {'against':<12} " + " ".join(f"{m:>13}" for m in METRICS)]
     for name, entry in out["models"].items():
@@ -277,6 +362,12 @@ def _run_evaluate(args: argparse.Namespace) -> list[str]:
                 vals = [entry[label].get(m) for m in METRICS]
                 lines.append(f"{name:<16} {label:<12} " + " ".join(
                     f"{'n/a':>13}" if v is None else f"{v:>13.4g}" for v in vals))
+    if out.get("heldout_fraction"):
+        lines.append(f"held-out perplexity (document completion, fraction {out['heldout_fraction']}):")
+        for name, entry in out["models"].items():
+            held = entry.get("heldout", {})
+            value = held.get("perplexity")
+            lines.append(f"{name:<16} " + (f"{value:.1f}" if value is not None else f"n/a: {held.get('notes')}"))
     return lines
 
 
@@ -304,7 +395,8 @@ def _run_run(args: argparse.Namespace) -> list[str]:
                     f"outputs under {args.run_config.root}"]
 
 
-_COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "synth": _run_synth,
+_COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "refine": _run_refine,
+             "synth": _run_synth,
              "evaluate": _run_evaluate, "compare": _run_compare, "report": _run_report, "infer": _run_infer,
              "run": _run_run}
 _LOCAL_ONLY = {"synth"}

@@ -27,6 +27,7 @@ __all__ = [
     "write_tile",
     "CooccurrenceStore",
     "open_cooccurrence",
+    "stored_heldout_fraction",
 ]
 
 _ARRAY_CONFIG = {"write_empty_chunks": True}
@@ -157,3 +158,12 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
                 f"{url}: array {name!r} is {arr.dtype} {tuple(arr.shape)}; expected {dtype} {shape}"
             )
     return CooccurrenceStore(url, attrs, group)
+
+
+def stored_heldout_fraction(root: str) -> float:
+    """The held-out fraction ``<root>/cooc.zarr`` was built with (0 when it has none or does not exist)."""
+    url = cooc_path(root)
+    fs, path = get_fs(url)
+    if not fs.exists(path):
+        return 0.0
+    return float(zarr.open_group(zarr_store(url, read_only=True), mode="r").attrs.get("heldout_fraction", 0.0))

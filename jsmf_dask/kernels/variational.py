@@ -177,7 +177,7 @@ def e_step(
     X = sps.csr_array(X, dtype=np.float64)
     X.sort_indices()
     alpha = np.asarray(alpha, dtype=np.float64)
-    n_docs, k = X.shape[0], exp_elog_beta.shape[1]
+    k = exp_elog_beta.shape[1]
     lengths = np.asarray(X.sum(axis=1)).ravel()
     gamma = initial_gamma(lengths, alpha) if gamma is None else np.array(gamma, dtype=np.float64)
     counts = np.zeros((X.shape[1], k))

@@ -18,7 +18,7 @@ import numpy as np
 import zarr
 
 from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_int
+from jsmf_dask._validation import check_heldout, check_int
 from jsmf_dask.exceptions import CorpusSchemaError, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, staged_output
 from jsmf_dask.io.parquet import (
@@ -61,6 +61,8 @@ class CooccurrenceSummary:
     n_words: int
     n_docs: int
     n_docs_skipped: dict[str, int]
+    n_docs_heldout: int
+    heldout_fraction: float
     n_tokens: int
     entry_sum: float
     n_blocks: int
@@ -73,6 +75,8 @@ class CooccurrenceSummary:
             f"C: {self.n_words} x {self.n_words} from {self.n_docs} documents ({self.n_tokens} tokens) "
             f"in {self.n_blocks} blocks, {self.n_tiles} tiles",
             f"documents skipped: {skipped}",
+            *([f"documents held out: {self.n_docs_heldout} (doc_id hash below {self.heldout_fraction})"]
+              if self.heldout_fraction else []),
             f"written to {self.path}",
         ]
 
@@ -85,6 +89,7 @@ def cooccur(
     batch_nnz: int | None = None,
     overwrite: bool = False,
     update: bool = False,
+    heldout: float | None = None,
 ) -> CooccurrenceSummary:
     """Build ``<root>/cooc.zarr`` from ``<root>/corpus``, or add the shards it has not counted yet.
 
@@ -107,6 +112,13 @@ def cooccur(
         equals a build from scratch (to rounding). Refused when the vocabulary
         differs, when a counted shard changed or is gone, or when a new
         document's doc_id is already counted.
+    heldout : float, optional
+        Leave out of ``C`` the documents whose doc_id hashes below this
+        fraction of [0, 1) (in (0, 0.5]); recorded as ``heldout_fraction``, so
+        ``refine``, the Gibbs reference and ``evaluate``'s held-out perplexity
+        use the same documents. The split depends on each doc_id alone:
+        appending documents never moves one across it. An update keeps the
+        store's fraction.
 
     Returns
     -------
@@ -136,6 +148,7 @@ def cooccur(
     vocab = read_vocabulary(corpus)
     words = vocab.column("word").to_pylist()
     n_words = len(words)
+    heldout = check_heldout(heldout, owner)
     blocks = list_blocks(corpus)
     base = old = None
     if update:
@@ -146,13 +159,18 @@ def cooccur(
         blocks = _uncounted_blocks(old, blocks, words, corpus)
         tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
         base = (old.url, float(old.attrs["entry_sum"]))
+        stored = float(old.attrs.get("heldout_fraction", 0.0))
+        if heldout and heldout != stored:
+            raise InvalidParameterError(f"{old.url} holds out a fraction {stored} of the documents; an update keeps "
+                                        f"it (got heldout={heldout}); rebuild with --overwrite to change it")
+        heldout = stored
     edges = word_block_edges(n_words, tile_size)
     with staged_output(cooc_path(root), overwrite=overwrite or update) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
         fs.makedirs(scratch_path, exist_ok=True)
-        partials = block_partials(blocks, n_words, edges, scratch)
+        partials = block_partials(blocks, n_words, edges, scratch, heldout)
         shards = sorted({b.path for b in blocks})
         manifest = [dask.delayed(file_manifest, pure=True)(u) for u in shards]
         summary, hashes, manifest = _progress.compute(corpus_summary(partials), block_hashes(partials), manifest)
@@ -175,10 +193,14 @@ def cooccur(
         group["D1"][:] = summary.doc_freq + (old.D1[:] if old is not None else 0)
         group.create_array("doc_hashes", data=np.sort(doc_hashes))
         skipped = summary.n_short + (int(old.attrs["n_docs_skipped"]["fewer_than_2_tokens"]) if old else 0)
+        held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short
+        held += int(old.attrs.get("n_docs_heldout", 0)) if old is not None else 0
         result = CooccurrenceSummary(
             n_words=n_words,
             n_docs=n_docs,
             n_docs_skipped={"fewer_than_2_tokens": skipped},
+            n_docs_heldout=held,
+            heldout_fraction=heldout,
             n_tokens=summary.n_tokens + (int(old.attrs["n_tokens"]) if old is not None else 0),
             entry_sum=entry_sum,
             n_blocks=len(blocks),
@@ -196,6 +218,8 @@ def cooccur(
                 "tile_size": tile_size,
                 "n_docs": result.n_docs,
                 "n_docs_skipped": result.n_docs_skipped,
+                "heldout_fraction": heldout,
+                "n_docs_heldout": held,
                 "n_tokens": result.n_tokens,
                 "entry_sum": result.entry_sum,
                 "vocab_hash": vocabulary_hash(words),

@@ -18,10 +18,13 @@ from typing import Any
 import numpy as np
 
 from jsmf_dask import _progress, config
-from jsmf_dask.exceptions import StoreError
+from jsmf_dask._validation import check_heldout
+from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, open_model
-from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence
+from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary
+from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, stored_heldout_fraction
+from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR
 from jsmf_dask.kernels.metrics import (
     approximation,
     coherence,
@@ -31,9 +34,11 @@ from jsmf_dask.kernels.metrics import (
     specificity,
     top_words,
 )
-from jsmf_dask.stages.evaluate import codoc_tasks, fit_partials_tasks, read_rows
+from jsmf_dask.kernels.variational import moment_alpha
+from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, fit_partials_tasks, read_rows
 
-__all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS"]
+__all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS", "heldout_perplexity",
+           "document_prior"]
 
 METRICS = ("recovery", "approximation", "dominancy", "specificity", "dissimilarity", "coherence")
 TOP_WORDS = 20
@@ -70,13 +75,65 @@ def _against(url: str, name: str, model: FittedModel, block: int) -> dict[str, A
     }
     notes = {}
     if not has_anchors:
-        notes["recovery"] = "the model has no anchor words (e.g. Gibbs sampling): recovery is undefined"
+        notes["recovery"] = ("the model has no anchor words (Gibbs sampling, variational Bayes): recovery is "
+                             "undefined")
     if why:
         notes["dominancy"] = why
     return out | ({"notes": notes} if notes else {})
 
 
-def evaluate(root: str, *, models: list[str] | None = None) -> dict[str, Any]:
+def document_prior(model: FittedModel) -> tuple[np.ndarray, str]:
+    """The Dirichlet ``α`` used to infer a held-out document's ``θ`` under ``model``, and where it came from.
+
+    Models that define one (refined, Gibbs) use theirs; a spectral model uses
+    the Dirichlet moment-matched to its own ``A``.
+    """
+    if "alpha" in model.arrays:
+        return model.arrays["alpha"], "the model's"
+    return moment_alpha(model.arrays["A"]), "moment-matched to the model's A"
+
+
+def _trained_fraction(model: FittedModel) -> float:
+    return float(model.attrs.get("heldout_fraction", 0.0))
+
+
+def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: bool) -> dict[str, dict]:
+    """Document-completion log likelihood and perplexity of each model on the held-out documents.
+
+    A model trained with a smaller held-out fraction saw some of these
+    documents: with ``strict`` that is an error, otherwise its entry is null
+    with the reason.
+    """
+    corpus = corpus_dir(root)
+    n_words = read_vocabulary(corpus).num_rows
+    out: dict[str, dict] = {}
+    scored: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    priors: dict[str, str] = {}
+    for name in names:
+        model = open_model(root, name)
+        trained = _trained_fraction(model)
+        if trained < fraction:
+            why = (f"model {name!r} was trained with held-out fraction {trained}, so it saw some of the documents "
+                   f"held out at {fraction}; refit it on a store built with `jsmf cooccur --heldout {fraction}`")
+            if strict:
+                raise InvalidParameterError(why)
+            out[name] = {"log_likelihood_per_word": None, "perplexity": None, "notes": why}
+            continue
+        alpha, priors[name] = document_prior(model)
+        scored[name] = (model.arrays["B"], alpha)
+    if scored:
+        (totals,) = _progress.compute(completion_tasks(list_blocks(corpus), n_words, fraction, scored))
+        for name, (ll, n_tok, n_floor, n_docs) in totals.items():
+            if n_tok == 0:
+                raise StoreError(f"{corpus}: no held-out document at fraction {fraction}")
+            per_word = float(ll / n_tok)
+            out[name] = {"log_likelihood_per_word": per_word, "perplexity": math.exp(-per_word),
+                         "n_docs": int(n_docs), "n_tokens": int(n_tok), "n_floored": int(n_floor),
+                         "document_prior": priors[name]}
+    return out
+
+
+def evaluate(root: str, *, models: list[str] | None = None, heldout: float | None = None) -> dict[str, Any]:
     """Measure every model (or ``models``) under ``root`` and write ``<root>/report/metrics.json``.
 
     Parameters
@@ -84,6 +141,11 @@ def evaluate(root: str, *, models: list[str] | None = None) -> dict[str, Any]:
     root : str
     models : list of str, optional
         Model names (default: all under ``<root>/model.zarr``).
+    heldout : float, optional
+        Held-out fraction for the document-completion perplexity (default:
+        the fraction ``cooc.zarr`` was built with; none when it has none).
+        Given explicitly, a model trained on any of those documents is an
+        error; taken from the store, its entry is null with the reason.
 
     Returns
     -------
@@ -92,6 +154,8 @@ def evaluate(root: str, *, models: list[str] | None = None) -> dict[str, Any]:
         NaN values are written as null with the reason under ``notes``.
     """
     root = os.fspath(root)
+    strict = heldout is not None
+    fraction = check_heldout(heldout, "evaluate") if strict else stored_heldout_fraction(root)
     store = open_cooccurrence(cooc_path(root))
     names = list_models(root) if models is None else list(models)
     if not names:
@@ -126,7 +190,11 @@ def evaluate(root: str, *, models: list[str] | None = None) -> dict[str, Any]:
         if not has_d2:
             entry["notes"] = {"coherence": f"{store.url} has no D2 (built without co-document counts)"}
         results[name] = entry
+    if fraction > 0:
+        for name, entry in heldout_perplexity(root, names, fraction, strict=strict).items():
+            results[name]["heldout"] = entry
     out = {
+        "heldout_fraction": fraction,
         "models": results,
         "definitions": {
             "recovery": "(1/N) sum_i ||Cbar_i - sum_k p(z=k|x=i) Cbar_{s_k}||_2",
@@ -140,6 +208,10 @@ def evaluate(root: str, *, models: list[str] | None = None) -> dict[str, Any]:
                                "D1 of the higher-ranked word",
             "original_C": "measured against cooc.zarr's C (the paper's measures); B and A are the model's",
             "rectified_C": "measured against the model's rectified C (C_rect)",
+            "heldout": "document completion on the held-out documents (doc_id hash below heldout_fraction): "
+                       "theta inferred by variational Bayes under the model's B and document prior from a random "
+                       "half of each document's tokens, log sum_k theta_k B_wk of the other half per token "
+                       f"(floored at {PROBABILITY_FLOOR}); perplexity = exp(-log likelihood per token)",
         },
     }
     write_file(metrics_path(root), json.dumps(out, indent=2, allow_nan=False))

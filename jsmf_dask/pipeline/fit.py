@@ -335,6 +335,7 @@ def fit(
             "n_words": n,
             "tile_size": tile,
             "vocab_hash": store.attrs["vocab_hash"],
+            "heldout_fraction": float(store.attrs.get("heldout_fraction", 0.0)),
             "cooccurrence": {k: store.attrs[k] for k in ("n_docs", "n_tokens", "entry_sum", "corpus_manifest")},
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "versions": library_versions(),

@@ -16,14 +16,17 @@ import os
 import warnings
 
 import numpy as np
+import pyarrow as pa
 import zarr
 
+from jsmf_dask._validation import check_heldout
 from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.io.fs import staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, topics_path, write_array
-from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
+from jsmf_dask.kernels.heldout import heldout_mask
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.pipeline.fit import FitResult, write_topics
 
@@ -55,6 +58,7 @@ def fit_gibbs(
     seed: int = 0,
     workers: int | None = None,
     name: str | None = None,
+    heldout: float | None = None,
     overwrite: bool = False,
 ) -> FitResult:
     """Fit LDA by collapsed Gibbs sampling on ``<root>/corpus`` and store it as ``model.zarr/<name>``.
@@ -72,6 +76,9 @@ def fit_gibbs(
         result depends on thread timing even with a fixed seed.
     name : str, optional
         Default ``k<K>-gibbs``.
+    heldout : float, optional
+        Leave out the documents whose doc_id hashes below this fraction
+        (default: the fraction ``cooc.zarr`` was built with).
     overwrite : bool, default=False
 
     Returns
@@ -81,6 +88,7 @@ def fit_gibbs(
     """
     tp = require_tomotopy()
     root = os.fspath(root)
+    heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "fit_gibbs")
     name = name or f"k{n_topics}-gibbs"
     corpus = corpus_dir(root)
     words = read_vocabulary(corpus).column("word").to_pylist()
@@ -88,6 +96,8 @@ def fit_gibbs(
     model = tp.LDAModel(k=n_topics, alpha=alpha, eta=eta, seed=seed)
     for block in list_blocks(corpus):
         table = read_block(block, n)
+        if heldout > 0:
+            table = table.filter(pa.array(~heldout_mask(table.column("doc_id"), heldout)))
         for ids, counts in zip(table.column("word_ids").to_pylist(), table.column("counts").to_pylist(),
                                strict=True):
             tokens = [str(i) for i, c in zip(ids, counts, strict=True) for _ in range(c)]
@@ -118,6 +128,8 @@ def fit_gibbs(
                    "eta": eta, "seed": seed},
         "n_iter": iterations,
         "n_words": n,
+        "vocab_hash": vocabulary_hash(words),
+        "heldout_fraction": heldout,
         "log_likelihood_per_word": float(model.ll_per_word),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "versions": library_versions() | {"tomotopy": tp.__version__},
@@ -125,7 +137,8 @@ def fit_gibbs(
     ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
         zarr.open_group(zarr_store(tmp), mode="a", zarr_format=3)
-        for key, values in {"anchors": anchors, "B": B, "A": A, "p_word": p}.items():
+        for key, values in {"anchors": anchors, "B": B, "A": A, "p_word": p,
+                            "alpha": np.full(n_topics, float(alpha))}.items():
             write_array(tmp, key, values)
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
     fitted = FitResult(name, anchors, B, A, np.full_like(A, np.nan), words, {}, np.zeros(0), iterations,

@@ -19,25 +19,25 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import zarr
 
 from jsmf_dask import _progress, config
+from jsmf_dask._validation import check_heldout
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, topics_path, write_array
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import cooc_path, zarr_store
+from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
 from jsmf_dask.kernels.variational import dirichlet_expectation, moment_alpha, topic_bound, topics_from_model
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.pipeline.fit import FitResult, write_topics
 from jsmf_dask.stages.refine import SweepParams, finish_tasks, gamma_dir, sweep_tasks
 
-__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "check_heldout_fraction",
-           "stored_heldout_fraction"]
+__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name"]
 
 
 def default_refined_name(source: str) -> str:
@@ -82,26 +82,6 @@ class RefineResult(FitResult):
             lost = [w for w in old if w not in top]
             lines.append(f"{k:3d} +[{' '.join(gained)}] -[{' '.join(lost)}]" if gained or lost else f"{k:3d} unchanged")
         return lines
-
-
-def check_heldout_fraction(value: float | None, owner: str) -> float:
-    """0 for None; otherwise a float in (0, 0.5], or :class:`InvalidParameterError`."""
-    if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 0.5:
-        raise InvalidParameterError(
-            f"The 'heldout' parameter of {owner} must be a float in (0, 0.5] or None. Got {value!r} instead."
-        )
-    return float(value)
-
-
-def stored_heldout_fraction(root: str) -> float:
-    """The held-out fraction ``cooc.zarr`` was built with (0 when it has none or does not exist)."""
-    url = cooc_path(root)
-    fs, path = get_fs(url)
-    if not fs.exists(path):
-        return 0.0
-    return float(zarr.open_group(zarr_store(url, read_only=True), mode="r").attrs.get("heldout_fraction", 0.0))
 
 
 def _check_params(sweeps, tol, alpha, eta, inner_iterations) -> None:
@@ -180,7 +160,7 @@ def refine(
     alpha = config.get("refine.alpha", alpha)
     inner_iterations = config.get("refine.inner-iterations", inner_iterations)
     _check_params(sweeps, tol, alpha, eta, inner_iterations)
-    heldout = stored_heldout_fraction(root) if heldout is None else check_heldout_fraction(heldout, "refine")
+    heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "refine")
     name = name or default_refined_name(model)
     source = open_model(root, model)
     corpus = corpus_dir(root)

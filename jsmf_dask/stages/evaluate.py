@@ -5,6 +5,8 @@
   partials and the row sums ``p(x)``.
 * :func:`codoc_tasks` — the co-document counts among the topics' top words,
   read from ``D2`` by row blocks.
+* :func:`completion_tasks` — held-out document completion for several
+  models in one pass over the corpus's row groups.
 * :func:`pca_coordinates` — every word's 2-D PCA coordinates of the rows of
   ``C̄`` (the paper's Figure 1), by dask's randomised SVD over the stored chunks.
 """
@@ -16,10 +18,15 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from jsmf_dask.io.zarr_store import zarr_store
-from jsmf_dask.kernels.metrics import fit_partials
+from dask.base import tokenize
 
-__all__ = ["read_rows", "fit_partials_tasks", "codoc_tasks", "pca_coordinates"]
+from jsmf_dask.io.parquet import Block, read_block
+from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, split_tokens
+from jsmf_dask.kernels.metrics import fit_partials
+from jsmf_dask.stages.infer import block_counts
+
+__all__ = ["read_rows", "fit_partials_tasks", "codoc_tasks", "completion_tasks", "pca_coordinates"]
 
 
 def _array(url: str, name: str) -> zarr.Array:
@@ -94,3 +101,39 @@ def pca_coordinates(url: str, name: str, *, seed: int = 0) -> da.Array:
     centred = Xbar - Xbar.mean(axis=0)
     u, s, _ = da.linalg.svd_compressed(centred, k=2, n_power_iter=4, seed=seed, compute=False)
     return u * s
+
+
+def _completion_block(block: Block, n_words: int, fraction: float,
+                      models: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    table = read_block(block, n_words)
+    held = heldout_mask(table.column("doc_id"), fraction)
+    out = {name: np.zeros(4) for name in models}
+    if not held.any():
+        return out
+    table = table.filter(held)
+    observed, scored = split_tokens(block_counts(table, n_words), doc_hashes(table.column("doc_id")))
+    for name, (B, alpha) in models.items():
+        ll, n_tok, n_floor = completion_log_likelihood(observed, scored, B, alpha)
+        out[name] = np.array([ll, n_tok, n_floor, table.num_rows], dtype=np.float64)
+    return out
+
+
+def _sum_completion(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: np.sum([p[name] for p in parts], axis=0) for name in parts[0]}
+
+
+def completion_tasks(blocks: list[Block], n_words: int, fraction: float,
+                     models: dict[str, tuple[np.ndarray, np.ndarray]]) -> dask.delayed:
+    """One delayed ``{model: [log likelihood, scored tokens, floored tokens, documents]}`` over the held-out documents.
+
+    ``models`` maps a name to ``(B, alpha)``: its topics and the document
+    prior used to infer ``θ`` from each document's observed half.
+    """
+    shared = dask.delayed(models, pure=True)
+    token = tokenize(blocks, n_words, fraction, models)
+    parts = [dask.delayed(_completion_block, pure=True)(b, n_words, fraction, shared,
+                                                       dask_key_name=f"completion-{token}-{i}")
+             for i, b in enumerate(blocks)]
+    while len(parts) > 1:
+        parts = [dask.delayed(_sum_completion, pure=True)(*parts[i : i + 8]) for i in range(0, len(parts), 8)]
+    return parts[0]
