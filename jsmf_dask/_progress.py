@@ -30,8 +30,9 @@ def compute(*collections: Any) -> tuple[Any, ...]:
     """``dask.compute(*collections)`` with a progress bar when ``jsmf.progress`` is on.
 
     On a distributed client the bar is :func:`distributed.progress`; otherwise
-    :class:`dask.diagnostics.ProgressBar`. Exceptions raised in tasks propagate
-    unchanged.
+    :class:`dask.diagnostics.ProgressBar`, and the graphs run on the scheduler
+    ``dask.config`` names, else on threads. Exceptions raised in tasks
+    propagate unchanged.
     """
     show = bool(config.get("progress"))
     client = active_client()
@@ -42,7 +43,10 @@ def compute(*collections: Any) -> tuple[Any, ...]:
 
             progress(futures, notebook=False)
         return tuple(client.gather(futures))
+    # Without a client, bags default to processes and delayed to threads, and dask refuses to mix
+    # them; one explicit scheduler (threads unless dask.config names another) runs every stage.
+    scheduler = dask.config.get("scheduler", None) or "threads"
     if show:
         with ProgressBar(minimum=1.0):
-            return dask.compute(*collections)
-    return dask.compute(*collections)
+            return dask.compute(*collections, scheduler=scheduler)
+    return dask.compute(*collections, scheduler=scheduler)

@@ -55,6 +55,7 @@ class SweepRecord:
     relative_change: float
     inner_iterations: float  # mean per document
     seconds: float
+    topics: np.ndarray | None = None  # B after this sweep (λ with normalised columns), N×K
 
     def line(self) -> str:
         bound = "" if math.isnan(self.bound_per_word) else f"bound {self.bound_per_word:.5f}/word before it, "
@@ -199,7 +200,8 @@ def refine(
             change = float(np.linalg.norm(new - lam) / np.linalg.norm(lam))
             lam = new
             counts = total.counts
-            rec = SweepRecord(s, sweeps, entering, change, total.iterations / total.n_docs, time.perf_counter() - t0)
+            rec = SweepRecord(s, sweeps, entering, change, total.iterations / total.n_docs, time.perf_counter() - t0,
+                              lam / lam.sum(axis=0, keepdims=True))
             records.append(rec)
             if on_sweep is not None:
                 on_sweep(rec)
