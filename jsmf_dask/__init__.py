@@ -6,6 +6,9 @@ The stages of Lee, Bindel & Mimno (NIPS 2015), out of core:
 - :func:`cooccur`: corpus → co-occurrence matrix ``C`` (``<root>/cooc.zarr``);
 - :func:`fit` / :class:`RectifiedAnchorWords`: ``C`` → rectified ``C``, anchors,
   ``B`` and ``A`` (``<root>/model.zarr/<name>``);
+- :func:`refine`: a few sweeps of variational Bayes over the documents from a
+  fitted model (``<root>/model.zarr/<name>-vb``): topics as good as Gibbs
+  sampling's;
 - :func:`evaluate`, :func:`compare`, :func:`report`: the paper's metrics, K
   sweeps against the Baseline, DC and Gibbs, and the HTML report
   (``<root>/report``);
@@ -29,6 +32,7 @@ from jsmf_dask.pipeline.compare import compare
 from jsmf_dask.pipeline.evaluate import evaluate
 from jsmf_dask.pipeline.fit import FitResult, fit
 from jsmf_dask.pipeline.infer import infer
+from jsmf_dask.pipeline.refine import RefineResult, refine
 from jsmf_dask.pipeline.report import report
 from jsmf_dask.pipeline.synth import synth
 
@@ -44,6 +48,8 @@ __all__ = [
     "recover",
     "fit",
     "FitResult",
+    "refine",
+    "RefineResult",
     "synth",
     "evaluate",
     "compare",

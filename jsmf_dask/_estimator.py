@@ -40,17 +40,30 @@ class RectifiedAnchorWords:
         Document-frequency floor of anchor words (None: ``jsmf.fit.min-anchor-df``).
     random_state : int, default=0
         Seed of the eigensolver's start block and of DC's permutations.
+    refine_sweeps : int or None, default=None
+        Sweeps of variational Bayes over the documents after the spectral fit
+        (:func:`jsmf_dask.refine`), which bring B's error to Gibbs sampling's
+        (see README, "refine"). None: ``jsmf.refine.sweeps`` (8) when fitting a
+        run root; 0 keeps the spectral model. :meth:`fit_cooccurrence` has no
+        documents, so it does not refine (and refuses ``refine_sweeps > 0``).
 
     Attributes
     ----------
     components_ : ndarray, shape (n_topics, n_words)
-        ``p(word | topic)``; rows sum to 1 (``Bᵀ`` in the paper).
+        ``p(word | topic)``; rows sum to 1 (``Bᵀ`` in the paper); the refined
+        topics when the fit refined.
     topic_topic_ : ndarray, shape (n_topics, n_topics)
-        ``A``: joint topic–topic probabilities, sums to 1.
+        ``A``: joint topic–topic probabilities, sums to 1 (of the refined model
+        when the fit refined).
+    spectral_components_ : ndarray, shape (n_topics, n_words)
+        The spectral model's topics (equal to ``components_`` without refinement).
+    refine_history_ : dict of str to ndarray
+        The refinement's per-sweep trace (``bound_per_word``,
+        ``relative_change``, ``inner_iterations``, ``seconds``); empty without.
     topic_topic_least_squares_ : ndarray, shape (n_topics, n_topics)
         The Baseline's least-squares ``A`` (may have negative entries).
     anchors_ : ndarray of int, shape (n_topics,)
-        Anchor word of each topic.
+        Anchor word of each (spectral) topic; refined topic k starts from spectral topic k.
     rectification_history_ : dict of str to ndarray
         AP's per-iteration trace (``delta``, ``dist_psd``, ``dist_normalized``,
         ``dist_nonnegative``, ``eig_residual``, ``n_matmat``, ``seconds``).
@@ -73,7 +86,7 @@ class RectifiedAnchorWords:
 
     def __init__(self, n_topics: int = 10, *, rectifier: str = "ap", max_iter: int = 150,
                  tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
-                 min_anchor_df: int | None = None, random_state: int = 0):
+                 min_anchor_df: int | None = None, random_state: int = 0, refine_sweeps: int | None = None):
         self.n_topics = n_topics
         self.rectifier = rectifier
         self.max_iter = max_iter
@@ -82,6 +95,7 @@ class RectifiedAnchorWords:
         self.solver = solver
         self.min_anchor_df = min_anchor_df
         self.random_state = random_state
+        self.refine_sweeps = refine_sweeps
 
     # -------------------------------------------------------------- params
     @classmethod
@@ -114,6 +128,7 @@ class RectifiedAnchorWords:
         check_option(self.solver, "solver", _OWNER, SOLVERS)
         check_int(self.min_anchor_df, "min_anchor_df", _OWNER, low=0, allow_none=True)
         check_int(self.random_state, "random_state", _OWNER, low=0)
+        check_int(self.refine_sweeps, "refine_sweeps", _OWNER, low=0, allow_none=True)
         if self.tol is not None and not (isinstance(self.tol, float | int) and self.tol > 0):
             raise InvalidParameterError(
                 f"The 'tol' parameter of {_OWNER} must be a float in the range (0, inf) or None. Got {self.tol!r} instead."
@@ -131,24 +146,35 @@ class RectifiedAnchorWords:
         y : None
             Ignored.
         name : str, optional
-            Model name under ``<root>/model.zarr`` (default ``k<K>-<rectifier>``).
+            Model name under ``<root>/model.zarr`` (default ``k<K>-<rectifier>``);
+            the refined model is stored beside it as ``<name>-vb``.
         overwrite : bool, default=False
-            Replace a model of the same name.
+            Replace models of the same names.
 
         Returns
         -------
         self
         """
+        from jsmf_dask import config
         from jsmf_dask.pipeline.fit import fit as fit_stage
+        from jsmf_dask.pipeline.refine import default_refined_name, refine
 
         self._validate_params()
+        sweeps = config.get("refine.sweeps", self.refine_sweeps)
+        root = os.fspath(X)
         result = fit_stage(
-            os.fspath(X), n_topics=self.n_topics, rectifier=self.rectifier, iterations=self.max_iter,
+            root, n_topics=self.n_topics, rectifier=self.rectifier, iterations=self.max_iter,
             tol=self.tol, end_with=self.end_with, solver=self.solver, min_anchor_df=self.min_anchor_df,
             seed=self.random_state, name=name, overwrite=overwrite,
         )
         self._set_fitted(result.B, result.A, result.A_least_squares, result.anchors, result.trace,
                          result.eigenvalues, result.n_iter)
+        if sweeps:
+            refined = refine(root, model=result.name, sweeps=sweeps, name=default_refined_name(result.name),
+                             overwrite=overwrite)
+            self.components_ = np.ascontiguousarray(refined.B.T)
+            self.topic_topic_ = refined.A
+            self.refine_history_ = dict(refined.trace)
         self.vocabulary_ = result.words
         return self
 
@@ -166,6 +192,11 @@ class RectifiedAnchorWords:
         -------
         self
         """
+        if self.refine_sweeps:
+            raise InvalidParameterError(
+                f"refine_sweeps={self.refine_sweeps} needs the documents, which fit_cooccurrence does not have; "
+                "fit a run root with fit(root) to refine, or set refine_sweeps=0"
+            )
         C = np.asarray(C, dtype=np.float64)
         if C.ndim != 2 or C.shape[0] != C.shape[1]:
             raise InvalidParameterError(f"C must be a square matrix; got shape {C.shape}")
@@ -184,6 +215,8 @@ class RectifiedAnchorWords:
 
     def _set_fitted(self, B, A, A_ls, anchors, trace, eigenvalues, n_iter) -> None:
         self.components_ = np.ascontiguousarray(B.T)
+        self.spectral_components_ = self.components_
+        self.refine_history_ = {}
         self.topic_topic_ = A
         self.topic_topic_least_squares_ = A_ls
         self.anchors_ = np.asarray(anchors)

@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end-with", choices=("nonnegative", "psd"), default="nonnegative",
                    help="AP's last projection (default: nonnegative)")
     p.add_argument("--solver", choices=SOLVERS, default="exact", help="B solver (default: exact)")
-    p.add_argument("--min-anchor-df", type=int, help="document-frequency floor of anchor words (default: 10)")
+    p.add_argument("--min-anchor-df", type=int, help="document-frequency floor of anchor words (default: 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", help="model name (default: k<K>-<rectifier>)")
     p.add_argument("--warm-start", metavar="NAME",
@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("root", metavar="ROOT")
     p.add_argument("--model", required=True, metavar="NAME", help="the fitted model to start from")
-    p.add_argument("--sweeps", type=_positive_int, metavar="S", help="passes over the corpus at most (default: 5)")
+    p.add_argument("--sweeps", type=_positive_int, metavar="S", help="passes over the corpus at most (default: 8)")
     p.add_argument("--tol", type=_positive_float, metavar="T",
                    help="stop earlier when the relative change of lambda falls below T (default: 1e-4)")
     p.add_argument("--alpha", type=_alpha, metavar="auto|FLOAT",
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eta", type=_positive_float, default=0.01, metavar="FLOAT",
                    help="topic-word prior (default: 0.01)")
     p.add_argument("--inner-iterations", type=_positive_int, metavar="I",
-                   help="E-step iterations per document and sweep at most (default: 10)")
+                   help="E-step iterations per document and sweep at most (default: 3)")
     p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
                    help="leave out the documents whose id hashes below FRACTION (default: the fraction "
                    "cooc.zarr was built with)")

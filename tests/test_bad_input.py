@@ -243,6 +243,11 @@ CLI_CASES = [
     ("update-and-overwrite", lambda r, t: ["cooccur", r, "--update", "--overwrite"], r"pass one of them"),
     ("append-vocab-size", lambda r, t: ["ingest", r, str(t), "--append", "--vocab-size", "5"],
      r"vocab_size applies to a new corpus"),
+    ("refine-unknown-model", lambda r, t: ["refine", r, "--model", "nope"], r"model\.zarr/nope: no such model"),
+    ("refine-existing-output", lambda r, t: ["refine", r, "--model", "k3-ap", "--name", "k3-dc"],
+     r"k3-dc already exists; pass --overwrite"),
+    ("evaluate-heldout-seen", lambda r, t: ["evaluate", r, "--heldout", "0.1"],
+     r"model 'k3-ap' was trained with held-out fraction 0\.0, so it saw some of the documents held out at 0\.1"),
     ("warm-start-unknown", lambda r, t: ["fit", r, "--topics", "3", "--name", "x", "--warm-start", "nope"],
      r"nope: no such model"),
     ("warm-start-other-k", lambda r, t: ["fit", r, "--topics", "4", "--name", "x", "--warm-start", "k3-ap",
@@ -262,3 +267,23 @@ def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, mak
     err = capsys.readouterr().err
     assert err.startswith("jsmf: error: ") and re.search(match, err), err
     assert listing(fitted) == before and listing(tmp_path) == before_tmp
+
+
+@pytest.mark.parametrize("args,match", [
+    (["refine", "R", "--model", "m", "--sweeps", "0"], r"argument --sweeps: expected an integer >= 1, got '0'"),
+    (["refine", "R", "--model", "m", "--alpha", "-0.5"], r"argument --alpha: expected a number > 0, got '-0.5'"),
+    (["refine", "R", "--model", "m", "--alpha", "often"], r"argument --alpha: expected a number > 0, got 'often'"),
+    (["refine", "R", "--model", "m", "--eta", "0"], r"argument --eta: expected a number > 0, got '0'"),
+    (["refine", "R", "--model", "m", "--heldout", "0.7"], r"argument --heldout: expected a fraction in \(0, 0\.5\]"),
+    (["cooccur", "R", "--heldout", "0"], r"argument --heldout: expected a fraction in \(0, 0\.5\], got '0'"),
+    (["evaluate", "R", "--heldout", "x"], r"argument --heldout: expected a fraction"),
+    (["refine", "R"], r"the following arguments are required: --model"),
+])
+def test_cli_refuses_bad_flags_before_anything_runs(tmp_path, capsys, args, match):
+    import re
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([a.replace("R", str(tmp_path)) if a == "R" else a for a in args])
+    assert exit_info.value.code == 2
+    assert re.search(match, capsys.readouterr().err)
+    assert listing(tmp_path) == []

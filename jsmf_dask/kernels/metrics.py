@@ -25,6 +25,7 @@ __all__ = [
     "dominancy",
     "specificity",
     "top_words",
+    "topic_changes",
     "dissimilarity",
     "coherence",
     "match_topics",
@@ -139,6 +140,13 @@ def top_words(B: np.ndarray, n: int = 20) -> np.ndarray:
     """Each topic's ``n`` most probable words, most probable first (K×n; ties by word id)."""
     n = min(n, B.shape[0])
     return np.argsort(-B, axis=0, kind="stable")[:n].T
+
+
+def topic_changes(before: np.ndarray, after: np.ndarray, n: int = 10) -> list[tuple[list[int], list[int]]]:
+    """Per topic k: the words in ``after``'s top ``n`` but not ``before``'s, and those it lost (by rank)."""
+    old, new = top_words(before, n), top_words(after, n)
+    return [([int(w) for w in b if w not in set(a)], [int(w) for w in a if w not in set(b)])
+            for a, b in zip(old, new, strict=True)]
 
 
 def dissimilarity(top: np.ndarray) -> float:

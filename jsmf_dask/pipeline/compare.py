@@ -17,12 +17,13 @@ from jsmf_dask.io.fs import join, write_file
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate
 from jsmf_dask.pipeline.fit import RECTIFIERS, default_name, fit
 from jsmf_dask.pipeline.gibbs import fit_gibbs, require_tomotopy
+from jsmf_dask.pipeline.refine import default_refined_name, refine
 from jsmf_dask.pipeline.report import report_dir
 from jsmf_dask.render.figures import metric_curves
 
 __all__ = ["METHODS", "CompareResult", "compare"]
 
-METHODS = (*RECTIFIERS, "gibbs")
+METHODS = (*RECTIFIERS, "ap+vb", "gibbs")
 
 
 @dataclass
@@ -36,10 +37,11 @@ class CompareResult:
 
     def markdown(self) -> str:
         """The table against the original C, as Markdown."""
-        head = "| method | K | " + " | ".join(METRICS) + " |"
-        lines = [head, "|" + "---|" * (len(METRICS) + 2)]
+        columns = [*METRICS, "perplexity"]
+        head = "| method | K | " + " | ".join(columns) + " |"
+        lines = [head, "|" + "---|" * (len(columns) + 2)]
         for r in self.rows:
-            vals = ["n/a" if r[m] is None else f"{r[m]:.4g}" for m in METRICS]
+            vals = ["n/a" if r.get(m) is None else f"{r[m]:.4g}" for m in columns]
             lines.append(f"| {r['method']} | {r['n_topics']} | " + " | ".join(vals) + " |")
         return "\n".join(lines) + "\n"
 
@@ -62,7 +64,8 @@ def compare(
     topics : list of int
         The values of K.
     methods : list of str
-        From ``none``, ``dc``, ``ap``, ``gibbs`` (tomotopy, the optional extra
+        From ``none``, ``dc``, ``ap``, ``ap+vb`` (AP then :func:`~jsmf_dask.refine`
+        with its defaults), ``gibbs`` (tomotopy, the optional extra
         ``jsmf_dask[gibbs]``).
     iterations : int, default=150
         AP cycles.
@@ -85,12 +88,25 @@ def compare(
         require_tomotopy()  # fail before any fitting when the extra is missing
     names: dict[tuple[str, int], str] = {}
     for k in topics:
+        fitted: set[str] = set()
+
+        def spectral(rectifier: str) -> str:
+            name = default_name(k, rectifier)
+            if name not in fitted:
+                fit(root, n_topics=k, rectifier=rectifier, iterations=iterations, seed=seed, name=name, overwrite=True)
+                fitted.add(name)
+            return name
+
         for method in methods:
-            name = default_name(k, method)
             if method == "gibbs":
+                name = default_name(k, method)
                 fit_gibbs(root, n_topics=k, iterations=gibbs_iterations, seed=seed, name=name, overwrite=True)
+            elif method == "ap+vb":
+                source = spectral("ap")
+                name = default_refined_name(source)
+                refine(root, model=source, name=name, overwrite=True)
             else:
-                fit(root, n_topics=k, rectifier=method, iterations=iterations, seed=seed, name=name, overwrite=True)
+                name = spectral(method)
             names[(method, k)] = name
     metrics = evaluate(root, models=list(names.values()))["models"]
     rows = []
@@ -101,6 +117,7 @@ def compare(
         row["coherence_mimno"] = entry["original_C"].get("coherence_mimno")
         rect = entry.get("rectified_C", {})
         row |= {f"{m}_rectified_C": rect.get(m) for m in METRICS}
+        row["perplexity"] = entry.get("heldout", {}).get("perplexity")
         rows.append(row)
     out = report_dir(root)
     buf = io.StringIO()

@@ -93,8 +93,13 @@ def document_prior(model: FittedModel) -> tuple[np.ndarray, str]:
     return moment_alpha(model.arrays["A"]), "moment-matched to the model's A"
 
 
-def _trained_fraction(model: FittedModel) -> float:
-    return float(model.attrs.get("heldout_fraction", 0.0))
+def _saw_heldout(model: FittedModel, fraction: float) -> str | None:
+    """Why ``model`` cannot be scored on the documents held out at ``fraction`` (None when it can)."""
+    trained = float(model.attrs.get("heldout_fraction", 0.0))
+    if trained >= fraction:
+        return None
+    return (f"model {model.name!r} was trained with held-out fraction {trained}, so it saw some of the documents "
+            f"held out at {fraction}; refit it on a store built with `jsmf cooccur --heldout {fraction}`")
 
 
 def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: bool) -> dict[str, dict]:
@@ -111,10 +116,8 @@ def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: 
     priors: dict[str, str] = {}
     for name in names:
         model = open_model(root, name)
-        trained = _trained_fraction(model)
-        if trained < fraction:
-            why = (f"model {name!r} was trained with held-out fraction {trained}, so it saw some of the documents "
-                   f"held out at {fraction}; refit it on a store built with `jsmf cooccur --heldout {fraction}`")
+        why = _saw_heldout(model, fraction)
+        if why:
             if strict:
                 raise InvalidParameterError(why)
             out[name] = {"log_likelihood_per_word": None, "perplexity": None, "notes": why}
@@ -160,6 +163,10 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
     names = list_models(root) if models is None else list(models)
     if not names:
         raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")
+    if strict:  # refuse before measuring anything
+        for name in names:
+            if why := _saw_heldout(open_model(root, name), fraction):
+                raise InvalidParameterError(why)
     block = int(config.get("fit.recover-block"))
     D1 = store.D1[:].astype(np.float64)
     has_d2 = "D2" in store.group

@@ -32,12 +32,13 @@ from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model,
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
+from jsmf_dask.kernels.metrics import topic_changes
 from jsmf_dask.kernels.variational import dirichlet_expectation, moment_alpha, topic_bound, topics_from_model
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.pipeline.fit import FitResult, write_topics
 from jsmf_dask.stages.refine import SweepParams, finish_tasks, gamma_dir, sweep_tasks
 
-__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name"]
+__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line"]
 
 
 def default_refined_name(source: str) -> str:
@@ -74,15 +75,15 @@ class RefineResult(FitResult):
         """Per topic: the top-``n`` words gained and lost against the source model's same topic."""
         if self.source_B is None:
             return []
-        new = self.top_words(n)
-        order = np.argsort(-self.source_B, axis=0, kind="stable")[:n]
-        lines = []
-        for k, top in enumerate(new):
-            old = [self.words[i] for i in order[:, k]]
-            gained = [w for w in top if w not in old]
-            lost = [w for w in old if w not in top]
-            lines.append(f"{k:3d} +[{' '.join(gained)}] -[{' '.join(lost)}]" if gained or lost else f"{k:3d} unchanged")
-        return lines
+        return [change_line(k, gained, lost, self.words)
+                for k, (gained, lost) in enumerate(topic_changes(self.source_B, self.B, n))]
+
+
+def change_line(k: int, gained: list[int], lost: list[int], words: list[str]) -> str:
+    """``  3 +[gained words] -[lost words]`` or ``  3 unchanged``."""
+    if not gained and not lost:
+        return f"{k:3d} unchanged"
+    return f"{k:3d} +[{' '.join(words[i] for i in gained)}] -[{' '.join(words[i] for i in lost)}]"
 
 
 def _check_params(sweeps, tol, alpha, eta, inner_iterations) -> None:

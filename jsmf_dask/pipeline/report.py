@@ -22,9 +22,10 @@ from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, read_vocabulary
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence
-from jsmf_dask.kernels.metrics import top_words
+from jsmf_dask.kernels.metrics import top_words, topic_changes
 from jsmf_dask.kernels.recover import topic_topic
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path, read_metrics
+from jsmf_dask.pipeline.refine import change_line
 from jsmf_dask.render import figures
 from jsmf_dask.render.page import Section, report_html, table_html
 from jsmf_dask.stages.evaluate import pca_coordinates, read_rows
@@ -48,8 +49,10 @@ def _pick(models: dict[str, FittedModel], wanted: str | None, rectifier: str, k:
     return None
 
 
-def _topics_table(model: FittedModel, words: list[str]) -> str:
-    B, anchors = model.arrays["B"], model.arrays.get("anchors", np.zeros(0, dtype=np.int64))
+def _topics_table(model: FittedModel, words: list[str], anchors: np.ndarray | None = None) -> str:
+    """Topics with their anchor words (``anchors``: those of the model a refined model came from)."""
+    B = model.arrays["B"]
+    anchors = model.arrays.get("anchors", np.zeros(0, dtype=np.int64)) if anchors is None else anchors
     rows = []
     for k, top in enumerate(top_words(B, 20)):
         listed = []
@@ -59,6 +62,26 @@ def _topics_table(model: FittedModel, words: list[str]) -> str:
         anchor = words[anchors[k]] if k < len(anchors) else "–"
         rows.append([k, ("html", f'<span class="anchor">{anchor}</span>'), ("html", " ".join(listed))])
     return table_html(["topic", "anchor", "top 20 words"], rows, text_columns=(1, 2))
+
+
+def _refined_from(models: dict[str, FittedModel], source: str) -> str | None:
+    """The first model refined from ``source`` (by ``jsmf refine``), if any."""
+    for name, m in models.items():
+        params = m.attrs.get("params", {})
+        if params.get("rectifier") == "vb" and params.get("source") == source:
+            return name
+    return None
+
+
+def _perplexity_table(metrics: dict) -> str:
+    rows = []
+    for name, entry in metrics["models"].items():
+        held = entry.get("heldout")
+        if held is not None:
+            rows.append([name, held.get("perplexity"), held.get("log_likelihood_per_word"),
+                         held.get("document_prior") or held.get("notes")])
+    return table_html(["model", "perplexity", "log likelihood per token", "document prior (or why n/a)"], rows,
+                      text_columns=(0, 3))
 
 
 def _metrics_table(metrics: dict) -> str:
@@ -118,9 +141,25 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
         sections.append(Section(f"Topics of {base} (the Baseline, no rectification)", [],
                                 _topics_table(models[base], words), {f"topics of {base}": topic_pngs[f"topics of {base}"]}))
 
+    refined = _refined_from(models, main)
+    if refined:
+        r = models[refined]
+        changes = [change_line(t, gained, lost, words)
+                   for t, (gained, lost) in enumerate(topic_changes(m.arrays["B"], r.arrays["B"], 10))]
+        sections.append(Section(f"Topics of {refined} (refined from {main})", [
+            f"{r.attrs.get('n_iter')} sweep(s) of variational Bayes over the training documents started from "
+            f"{main}'s topics; topic t descends from {main}'s topic t (its anchor shown).",
+            "Top-10 words gained +[...] and lost -[...] per topic: " + "; ".join(changes)],
+            _topics_table(r, words, m.arrays.get("anchors")), {}))
+
     sections.append(Section("Metrics (paper §4)", [
         "B and A are each model's; recovery, approximation and specificity are measured against the original C "
         "(the paper's measures) and against the model's rectified C. n/a: undefined (metrics.json says why)."], _metrics_table(metrics)))
+    if metrics.get("heldout_fraction"):
+        sections.append(Section("Held-out perplexity", [
+            f"Document completion on the {metrics['heldout_fraction']:.0%} of documents held out of training "
+            "(doc_id hash): θ inferred from half of each document's tokens, the other half scored; lower is "
+            "better."], _perplexity_table(metrics)))
 
     anchors = m.arrays.get("anchors", np.zeros(0, dtype=np.int64))
     if anchors.size:

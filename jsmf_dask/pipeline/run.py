@@ -1,7 +1,7 @@
 """``run``: every stage of a run from one config, skipping stages already committed from the same inputs.
 
-Stages run in order ingest → cooccur → fit (each model) → evaluate → report →
-infer, each only if the config has its table. A nightly config appends
+Stages run in order ingest → cooccur → fit (each model) → refine (each refined
+model) → evaluate → report → infer, each only if the config has its table. A nightly config appends
 (``[ingest] append = true``), updates C (``[cooccur] update = true``) and refits
 from the previous model (``warm_start``); because the ingest marker holds the
 day's input files' hash, rerunning the same day never appends twice. A stage is skipped when its
@@ -27,6 +27,7 @@ from jsmf_dask.pipeline.evaluate import evaluate, metrics_path
 from jsmf_dask.pipeline.fit import default_name, fit
 from jsmf_dask.pipeline.infer import doc_topics_path, infer
 from jsmf_dask.pipeline.ingest import ingest, uci_vocab_for
+from jsmf_dask.pipeline.refine import default_refined_name, refine
 from jsmf_dask.pipeline.report import report, report_dir
 from jsmf_dask.pipeline.run_config import RunConfig, load_run_config
 
@@ -129,6 +130,18 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
 
         fit_fps[name] = stage(f"fit-{name}", fingerprint("fit", kwargs, cooc_fp), model_path(root, name), kwargs,
                               fit_action)
+    for params in cfg.stage("refine") or []:
+        kwargs = dict(params)
+        name = kwargs.setdefault("name", default_refined_name(kwargs["model"]))
+        source_fp = fit_fps.get(kwargs["model"]) or upstream(f"fit-{kwargs['model']}")
+
+        def refine_action(kwargs=kwargs) -> list[str]:
+            result = refine(root, overwrite=True, **kwargs)
+            return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s)",
+                    *result.lines()]
+
+        fit_fps[name] = stage(f"refine-{name}", fingerprint("refine", kwargs, ingest_fp, cooc_fp, source_fp),
+                              model_path(root, name), kwargs, refine_action)
     if (params := cfg.stage("evaluate")) is not None:
         fp = fingerprint("evaluate", params, cooc_fp, fit_fps)
         stage("evaluate", fp, metrics_path(root), params,

@@ -17,6 +17,10 @@ A config names the run root and cluster, then one table per stage::
     topics = 20
     rectifier = "ap"
 
+    [[refine]]                         # one table per refined model
+    model = "k20-ap"
+    sweeps = 8
+
     [evaluate]                         # present (even empty): run it
     [report]
     [infer]
@@ -38,7 +42,8 @@ from jsmf_dask.exceptions import JSMFError
 
 __all__ = ["ConfigError", "RunConfig", "load_run_config", "STAGES"]
 
-STAGES = ("ingest", "cooccur", "fit", "evaluate", "report", "infer")
+STAGES = ("ingest", "cooccur", "fit", "refine", "evaluate", "report", "infer")
+_LISTS = ("fit", "refine")  # stages given as arrays of tables, one per model
 
 
 class ConfigError(JSMFError):
@@ -46,6 +51,7 @@ class ConfigError(JSMFError):
 
 
 _STR, _INT, _FLOAT, _BOOL = (str,), (int,), (int, float), (bool,)
+_FRACTION = (_FLOAT, False)
 _TOP = {"root": (_STR, True), "scheduler": (_STR, False), "workers": (_INT, False), "memory_limit": (_STR, False)}
 _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "ingest": {
@@ -56,13 +62,17 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "row_group_size": (_INT, False), "append": (_BOOL, False),
     },
     "cooccur": {"tile_size": (_INT, False), "codoc": (_BOOL, False), "batch_nnz": (_INT, False),
-                "update": (_BOOL, False)},
+                "update": (_BOOL, False), "heldout": _FRACTION},
     "fit": {
         "topics": (_INT, True), "rectifier": (_STR, False), "iterations": (_INT, False), "tol": (_FLOAT, False),
         "end_with": (_STR, False), "solver": (_STR, False), "min_anchor_df": (_INT, False), "seed": (_INT, False),
         "name": (_STR, False), "path": (_STR, False), "eig_tol": (_FLOAT, False), "warm_start": (_STR, False),
     },
-    "evaluate": {"models": ((list,), False)},
+    "refine": {
+        "model": (_STR, True), "sweeps": (_INT, False), "tol": (_FLOAT, False), "alpha": (_STR + _FLOAT, False),
+        "eta": (_FLOAT, False), "name": (_STR, False), "heldout": _FRACTION, "inner_iterations": (_INT, False),
+    },
+    "evaluate": {"models": ((list,), False), "heldout": _FRACTION},
     "report": {"model": (_STR, False), "baseline": (_STR, False)},
     "infer": {"model": (_STR, False)},
 }
@@ -81,7 +91,7 @@ class RunConfig:
     stages: dict[str, Any] = field(default_factory=dict)
 
     def stage(self, name: str) -> Any:
-        """The stage's table (a list of tables for ``fit``), or None when the config leaves it out."""
+        """The stage's table (a list of tables for ``fit`` and ``refine``), or None when the config leaves it out."""
         return self.stages.get(name)
 
 
@@ -128,9 +138,10 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
         if name not in raw:
             continue
         value = raw[name]
-        tables = value if name == "fit" and isinstance(value, list) else [value]
+        tables = value if name in _LISTS and isinstance(value, list) else [value]
         for i, table in enumerate(tables):
-            where = f"{path}: [{name}]" if name != "fit" or not isinstance(value, list) else f"{path}: [[fit]] #{i + 1}"
+            where = f"{path}: [{name}]" if name not in _LISTS or not isinstance(value, list) \
+                else f"{path}: [[{name}]] #{i + 1}"
             if not isinstance(table, dict):
                 raise ConfigError(f"{where}: must be a table")
             _check(where, table, _SPECS[name])
@@ -142,7 +153,7 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
             for key in ("vocab", "doc_ids"):
                 if key in value:
                     value[key] = _resolve(base, value[key])
-        stages[name] = [dict(t) for t in tables] if name == "fit" else dict(value)
+        stages[name] = [dict(t) for t in tables] if name in _LISTS else dict(value)
     if not stages:
         raise ConfigError(f"{path}: no stage tables; expected some of {list(STAGES)}")
     if "workers" in top and top["workers"] < 1:

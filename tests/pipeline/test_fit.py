@@ -27,7 +27,7 @@ def synthetic_root(tmp_path_factory):
 
 
 def test_estimator_equals_the_public_functions(synthetic_root):
-    model = RectifiedAnchorWords(n_topics=5, max_iter=40).fit(synthetic_root, overwrite=True)
+    model = RectifiedAnchorWords(n_topics=5, max_iter=40, refine_sweeps=0).fit(synthetic_root, overwrite=True)
     store = open_cooccurrence(f"{synthetic_root}/cooc.zarr")
     rect = rectify(store.C[:], 5, iterations=40)
     anchors, _ = find_anchors(rect.C, 5, candidates=store.D1[:] >= 10)
@@ -39,6 +39,23 @@ def test_estimator_equals_the_public_functions(synthetic_root):
     assert model.components_.shape == (5, 300) and np.allclose(model.components_.sum(axis=1), 1)
     assert abs(model.topic_topic_.sum() - 1) < 1e-12 and model.topic_topic_.min() >= 0
     assert model.n_iter_ == 40 and len(model.vocabulary_) == 300
+
+
+def test_estimator_refines_by_default_and_stores_both_models(synthetic_root):
+    from jsmf_dask.pipeline.refine import refine
+
+    model = RectifiedAnchorWords(n_topics=5, max_iter=40).fit(synthetic_root, name="est", overwrite=True)
+    spectral = open_model(str(synthetic_root), "est")
+    refined = open_model(str(synthetic_root), "est-vb")
+    np.testing.assert_allclose(model.spectral_components_, spectral.arrays["B"].T, atol=1e-15)
+    np.testing.assert_allclose(model.components_, refined.arrays["B"].T, atol=1e-15)
+    np.testing.assert_allclose(model.topic_topic_, refined.arrays["A"], atol=1e-15)
+    assert len(model.refine_history_["bound_per_word"]) == refined.attrs["n_iter"] >= 1
+    # the same as the refine function with the configured default number of sweeps
+    again = refine(str(synthetic_root), model="est", name="again")
+    np.testing.assert_allclose(model.components_, again.B.T, atol=1e-12)
+    with pytest.raises(InvalidParameterError, match="refine_sweeps=2 needs the documents"):
+        RectifiedAnchorWords(n_topics=2, refine_sweeps=2).fit_cooccurrence(np.ones((4, 4)))
 
 
 def test_in_task_and_tiled_paths_agree(synthetic_root):
