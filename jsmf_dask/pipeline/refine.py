@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import dask
 import numpy as np
 import zarr
 
@@ -180,7 +181,6 @@ def refine(
     n_tokens = float(np.asarray(vocab.column("tf")).sum()) * (1.0 - heldout)
     lam = topics_from_model(B0, A0, n_tokens, eta)
     params = SweepParams(len(words), alpha_vec, heldout, inner_iterations, inner_tol)
-    client = _progress.active_client()
     records: list[SweepRecord] = []
     ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
@@ -190,8 +190,8 @@ def refine(
             fs.makedirs(path, exist_ok=True)
         for s in range(1, sweeps + 1):
             t0 = time.perf_counter()
-            Eb = np.exp(dirichlet_expectation(lam, axis=0))
-            shared = client.scatter(Eb, broadcast=True) if client is not None else Eb
+            # in the graph, not scattered: a task that must rerun after a worker died can always get it
+            shared = dask.delayed(np.exp(dirichlet_expectation(lam, axis=0)), pure=True)
             gamma_in = None if s == 1 else gamma_dir(scratch, s - 1)
             (total,) = _progress.compute(sweep_tasks(blocks, params, shared, gamma_in, gamma_dir(scratch, s), sweep=s))
             if total.n_docs == 0:
@@ -209,8 +209,7 @@ def refine(
             if tol is not None and change < tol:
                 break
         t0 = time.perf_counter()
-        Eb = np.exp(dirichlet_expectation(lam, axis=0))
-        shared = client.scatter(Eb, broadcast=True) if client is not None else Eb
+        shared = dask.delayed(np.exp(dirichlet_expectation(lam, axis=0)), pure=True)
         (final,) = _progress.compute(finish_tasks(blocks, params, shared, gamma_dir(scratch, len(records)),
                                                   join(tmp, "doc_topics")))
         final_bound = (final.bound + topic_bound(lam, eta)) / final.n_tokens

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -59,19 +61,33 @@ def test_cli_on_the_embedded_local_cluster(tmp_path):
 
 @pytest.mark.slow
 def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
-    """Determinism: C and the fitted model agree to 1e-10 across worker counts, tile and row-group sizes."""
-    from jsmf_dask import fit, open_model
+    """Determinism: C, the fitted and the refined model agree to 1e-10 across worker counts, tile and row-group sizes."""
+    import pyarrow.dataset as ds
+
+    from jsmf_dask import fit, open_model, refine
 
     results = []
     for workers, tile, rows in ((1, 400, 50), (2, 256, 100), (4, 1200, 395)):
         root = tmp_path / f"w{workers}"
         with connect(n_workers=workers, dashboard=False, memory_limit="2GiB"):
             ingest(root, [str(REUTERS_DOCWORD)], vocab_size=1200, row_group_size=rows)
-            cooccur(root, tile_size=tile)
+            cooccur(root, tile_size=tile, heldout=0.2)
             fit(root, n_topics=8, iterations=40)
-        results.append((open_cooccurrence(f"{root}/cooc.zarr").C[:], open_model(str(root), "k8-ap")))
-    C0, m0 = results[0]
-    for C, m in results[1:]:
+            # refine from the very same spectral model (the fits agree only to 1e-10, which sweeps amplify)
+            shutil.copytree(tmp_path / "w1" / "model.zarr" / "k8-ap", root / "model.zarr" / "source")
+            refine(root, model="source", sweeps=3, name="refined")
+        theta = ds.dataset(str(root / "model.zarr" / "refined" / "doc_topics"), format="parquet").to_table()
+        results.append((open_cooccurrence(f"{root}/cooc.zarr").C[:], open_model(str(root), "k8-ap"),
+                        open_model(str(root), "refined"), theta))
+    C0, m0, r0, t0 = results[0]
+    assert len(t0) == 395 - open_cooccurrence(f"{tmp_path}/w1/cooc.zarr").attrs["n_docs_heldout"]
+    for C, m, r, t in results[1:]:
+        np.testing.assert_allclose(r.group["lambda"][...], r0.group["lambda"][...], rtol=1e-10, atol=0)
+        np.testing.assert_allclose(r.arrays["A"], r0.arrays["A"], rtol=0, atol=1e-10)
+        np.testing.assert_allclose(r.trace["bound_per_word"], r0.trace["bound_per_word"], rtol=1e-12)
+        assert t.column("doc_id").to_pylist() == t0.column("doc_id").to_pylist()
+        np.testing.assert_allclose(np.array(t.column("topics").to_pylist()), np.array(t0.column("topics").to_pylist()),
+                                   rtol=0, atol=1e-10)
         np.testing.assert_allclose(C, C0, rtol=0, atol=1e-10 * np.abs(C0).max())
         np.testing.assert_array_equal(m.arrays["anchors"], m0.arrays["anchors"])
         np.testing.assert_allclose(m.arrays["B"], m0.arrays["B"], rtol=0, atol=1e-10)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jsmf_dask import cooccur, fit, open_cooccurrence, synth
+from jsmf_dask import cooccur, fit, open_cooccurrence, refine, synth
 from jsmf_dask.cli import main
 from jsmf_dask.cluster import connect
 
@@ -79,6 +79,7 @@ def corpus(tmp_path_factory):
     with connect(n_workers=2, dashboard=False):
         cooccur(root, tile_size=100)
         fit(root, n_topics=6, iterations=30, min_anchor_df=0)
+        refine(root, model="k6-ap", sweeps=4)
     return root
 
 
@@ -153,6 +154,31 @@ def test_a_worker_killed_mid_stage_changes_nothing(real_cluster, corpus, tmp_pat
         a, b = open_model(root, "k6-ap"), open_model(str(corpus), "k6-ap")
         np.testing.assert_array_equal(a.arrays["anchors"], b.arrays["anchors"])
         np.testing.assert_allclose(a.arrays["B"], b.arrays["B"], rtol=0, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, tmp_path):
+    import shutil
+
+    from jsmf_dask import open_model
+
+    address, pids = real_cluster
+    root = _copy_corpus(corpus, tmp_path)
+    shutil.copytree(corpus / "model.zarr" / "k6-ap", tmp_path / "model.zarr" / "k6-ap")
+    done, killed = threading.Event(), []
+    watcher = threading.Thread(target=_kill_a_worker_when_busy, args=(address, pids, "refine-sweep", done, killed))
+    with connect(address):
+        watcher.start()
+        try:
+            refine(root, model="k6-ap", sweeps=4)
+        finally:
+            done.set()
+            watcher.join()
+    assert killed, "no worker was busy with a refine sweep task to kill"
+    a, b = open_model(root, "k6-ap-vb"), open_model(str(corpus), "k6-ap-vb")
+    np.testing.assert_allclose(a.group["lambda"][...], b.group["lambda"][...], rtol=1e-10, atol=0)
+    np.testing.assert_allclose(a.arrays["A"], b.arrays["A"], rtol=0, atol=1e-10)
+    assert not (tmp_path / "model.zarr" / "k6-ap-vb" / "_scratch").exists()
 
 
 @pytest.mark.slow
