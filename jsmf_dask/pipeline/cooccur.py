@@ -156,14 +156,14 @@ def cooccur(
             raise InvalidParameterError("update=True adds to the existing store and overwrite=True replaces it; "
                                         "pass one of them")
         old = open_cooccurrence(cooc_path(root))
-        blocks = _uncounted_blocks(old, blocks, words, corpus)
-        tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
-        base = (old.url, float(old.attrs["entry_sum"]))
         stored = float(old.attrs.get("heldout_fraction", 0.0))
         if heldout and heldout != stored:
             raise InvalidParameterError(f"{old.url} holds out a fraction {stored} of the documents; an update keeps "
                                         f"it (got heldout={heldout}); rebuild with --overwrite to change it")
         heldout = stored
+        blocks = _uncounted_blocks(old, blocks, words, corpus)
+        tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
+        base = (old.url, float(old.attrs["entry_sum"]))
     edges = word_block_edges(n_words, tile_size)
     with staged_output(cooc_path(root), overwrite=overwrite or update) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
