@@ -66,7 +66,9 @@ DOC_TOPICS_SCHEMA = pa.schema(
 )
 """``<root>/doc_topics.parquet/part-NNNNN.parquet``, one row per document:
 its ``doc_id``, its length, and ``topics``, its K topic weights (on the
-simplex; uniform for a document with no words). Written by ``jsmf infer``."""
+simplex; uniform for a document with no words). Written by ``jsmf infer``, and
+by ``jsmf refine`` for its training documents into
+``<root>/model.zarr/<name>/doc_topics/part-NNNNN.parquet``."""
 
 
 def doc_topics_schema(n_topics: int) -> pa.Schema:
@@ -119,6 +121,9 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
         "vocab_hash": "str, sha256 of the vocabulary words in word_id order",
         "corpus_manifest": "list of {path, bytes, rows, sha256} for every shard counted",
         "updates": "list of {created, shards, n_docs} for each `cooccur --update` applied",
+        "heldout_fraction": "float, documents whose doc_id hash (blake2b, person 'jsmf-heldout') falls below "
+                            "this fraction of [0, 1) are not counted (0: none)",
+        "n_docs_heldout": "int, documents held out",
         "versions": "object {package: version}",
     },
 }
@@ -144,13 +149,25 @@ MODEL_LAYOUT: dict[str, Any] = {
                    "meaning": "the rectified C (sums to 1)"},
         "trace/<key>": {"dtype": "float64", "shape": ["iterations"],
                         "meaning": "AP trace: delta, dist_psd, dist_normalized, dist_nonnegative, "
-                                   "eig_residual, n_matmat, seconds"},
+                                   "eig_residual, n_matmat, seconds; refined models: bound_per_word, "
+                                   "relative_change, inner_iterations, seconds (one per sweep)"},
+        "alpha": {"dtype": "float64", "shape": ["K"],
+                  "meaning": "refined and Gibbs models: the document-topic Dirichlet prior"},
+        "lambda": {"dtype": "float64", "shape": ["N", "K"],
+                   "meaning": "refined models: the topics' variational Dirichlet parameters (B = lambda / column sums)"},
+        "doc_topics/part-NNNNN.parquet": {"format": "parquet, the doc_topics schema",
+                                          "meaning": "refined models: each training document's normalised gamma"},
     },
     "attrs": {
         "schema_version": "int", "name": "str", "params": "object: every fit parameter",
         "n_iter": "int", "legality": "float: sum of A before normalisation",
         "final_eig_residual": "float", "n_words": "int", "tile_size": "int", "vocab_hash": "str",
         "cooccurrence": "object: n_docs, n_tokens, entry_sum, corpus_manifest of the cooc store",
+        "heldout_fraction": "float: the documents held out of training (see cooc.zarr); evaluate scores "
+                            "held-out perplexity only on fractions up to this",
+        "source": "refined models: {name, rectifier} of the model refinement started from",
+        "training": "refined models: {n_docs, n_tokens} trained on",
+        "bound_per_word": "refined models: the final evidence lower bound per training token",
         "created": "str", "versions": "object",
     },
 }
