@@ -96,17 +96,17 @@ def _chunk_e_step(X: sps.csr_array, exp_elog_beta: np.ndarray, alpha: np.ndarray
     """E-step of one chunk in place on ``gamma``; adds to ``counts``; returns (bound at entry, iterations)."""
     n_docs = X.shape[0]
     indptr, cols, cnt = X.indptr, X.indices, X.data
-    rows = np.repeat(np.arange(n_docs), np.diff(indptr))
-    Eb = exp_elog_beta[cols]  # nnz × K, fixed during the E-step
+    Eb = np.take(exp_elog_beta, cols, axis=0)  # nnz × K, fixed during the E-step
     active = np.arange(n_docs)  # documents still iterating, and their slice of the non-zeros
-    a_rows, a_Eb, a_cnt, a_cols, a_indptr = rows, Eb, cnt, cols, indptr
+    a_Eb, a_cnt, a_cols, a_indptr = Eb, cnt, cols, indptr
+    a_lengths = np.diff(indptr)
     bound = 0.0
     iterations = 0
     for it in range(max(max_iter, 1)):
         g = gamma[active]
         elog_theta = dirichlet_expectation(g)
         Et = np.exp(elog_theta)
-        phinorm = np.einsum("ij,ij->i", Et[a_rows], a_Eb) + _TINY
+        phinorm = np.einsum("ij,ij->i", np.repeat(Et, a_lengths, axis=0), a_Eb) + _TINY
         if it == 0:
             bound = float(cnt @ np.log(phinorm)) + _doc_terms(g, elog_theta, alpha)
         if max_iter == 0:
@@ -128,12 +128,11 @@ def _chunk_e_step(X: sps.csr_array, exp_elog_beta: np.ndarray, alpha: np.ndarray
             break
         if done.any():
             keep = np.flatnonzero(~done)
-            lengths = np.diff(a_indptr)[keep]
-            take = np.flatnonzero(np.repeat(~done, np.diff(a_indptr)))
+            take = np.flatnonzero(np.repeat(~done, a_lengths))
+            a_lengths = a_lengths[keep]
             active = active[keep]
-            a_Eb, a_cnt, a_cols = a_Eb[take], a_cnt[take], a_cols[take]
-            a_indptr = np.concatenate([[0], np.cumsum(lengths)])
-            a_rows = np.repeat(np.arange(active.size), lengths)
+            a_Eb, a_cnt, a_cols = np.take(a_Eb, take, axis=0), a_cnt[take], a_cols[take]
+            a_indptr = np.concatenate([[0], np.cumsum(a_lengths)])
     return bound, iterations
 
 

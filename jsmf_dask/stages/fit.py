@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 
 import dask
+from dask.base import tokenize
 import numpy as np
 import zarr
 from threadpoolctl import threadpool_limits
@@ -125,7 +126,8 @@ def rectify_in_task(
     BLAS inside the task uses every core of the worker's machine.
     """
     return dask.delayed(_rectify_in_task, pure=False)(
-        cooc_url, model_url, params, candidates, dask_key_name=f"rectify-in-task-{params.rectifier}"
+        cooc_url, model_url, params, candidates,
+        dask_key_name=f"rectify-in-task-{params.rectifier}-{tokenize(cooc_url, model_url, params, candidates)}"
     )
 
 
@@ -158,10 +160,11 @@ def recovery_tasks(
     n = p_word.shape[0]
     shared = (dask.delayed(Cbar_S, pure=True) if isinstance(Cbar_S, np.ndarray) else Cbar_S,
               dask.delayed(G, pure=True))
+    token = tokenize(model_url, p_word, shared, anchors, solver, block)
     return [
         dask.delayed(_recover_block, pure=True)(
             model_url, (r0, min(r0 + block, n)), p_word[r0 : r0 + block], *shared, anchors, solver,
-            dask_key_name=f"recover-B-{r0}",
+            dask_key_name=f"recover-B-{token}-{r0}",
         )
         for r0 in range(0, n, block)
     ]

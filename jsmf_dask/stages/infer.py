@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dask
+from dask.base import tokenize
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,8 +47,9 @@ def doc_topic_tasks(blocks: list[Block], n_words: int, B: np.ndarray, out_dir: s
     gives the corpus's document order. Each returns its number of documents.
     """
     shared = dask.delayed(B, pure=True)
+    token = tokenize(blocks, n_words, shared, out_dir)
     return [
         dask.delayed(_infer_block, pure=True)(block, n_words, shared, join(out_dir, shard_name(i)),
-                                               dask_key_name=f"infer-{i}")
+                                               dask_key_name=f"infer-{token}-{i}")
         for i, block in enumerate(blocks)
     ]

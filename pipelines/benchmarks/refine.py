@@ -15,9 +15,14 @@ after every refine sweep. In the same run and on the same documents:
 
 Our pipeline is repeated ``--runs`` times (medians reported); the peers run once.
 
+``--nips K1,K2`` instead runs the shipped NIPS papers (5,000 words, 10% of the
+papers held out): the Baseline, AP, AP + refine and Gibbs sampling (1000
+iterations) at each K, timed, with the six metrics and held-out perplexity.
+
 Usage::
 
     python -m pipelines.benchmarks.refine --docs 20000 --words 5000 --topics 20
+    python -m pipelines.benchmarks.refine --nips 20,50
 """
 
 from __future__ import annotations
@@ -99,6 +104,45 @@ def our_pipeline(docword: Path, run: str, truth: np.ndarray, args) -> dict:
     return {"rows": rows, "spectral_B_l1": error(spectral.B), "sweeps": sweeps}
 
 
+NIPS = Path(__file__).parents[1] / "data" / "nips12-raw" / "nipstxt.tar.xz"
+
+
+def nips(topics: list[int], out: Path, workers: int, gibbs_iterations: int) -> int:
+    """Every method on the shipped NIPS papers, on the same held-out split; prints one table."""
+    import dask
+
+    from jsmf_dask import cooccur, evaluate, fit, ingest, refine
+    from jsmf_dask.cluster import connect
+    from jsmf_dask.pipeline.evaluate import METRICS
+    from jsmf_dask.pipeline.gibbs import fit_gibbs
+
+    root = str(out / "nips")
+    seconds: dict[str, float] = {}
+    with dask.config.set({"jsmf.progress": False}), connect(n_workers=workers, dashboard=False):
+        ingest(root, [str(NIPS)], vocab_size=5000, row_group_size=500, overwrite=True)
+        cooccur(root, heldout=0.1, overwrite=True)
+        for k in topics:
+            for name, action in ((f"k{k}-none", lambda: fit(root, n_topics=k, rectifier="none", overwrite=True)),
+                                 (f"k{k}-ap", lambda: fit(root, n_topics=k, overwrite=True)),
+                                 (f"k{k}-ap-vb", lambda: refine(root, model=f"k{k}-ap", overwrite=True)),
+                                 (f"k{k}-gibbs", lambda: fit_gibbs(root, n_topics=k, iterations=gibbs_iterations,
+                                                                   overwrite=True))):
+                t0 = time.perf_counter()
+                action()
+                seconds[name] = time.perf_counter() - t0
+                print(f"{name}: {seconds[name]:.1f} s", file=sys.stderr, flush=True)
+        metrics = evaluate(root)["models"]
+    print(f"\nNIPS papers (N = 5,000, 10% held out), {workers} workers; seconds: the model's own stage "
+          "(refine: its sweeps only, after AP)\n")
+    print("| model | " + " | ".join(METRICS) + " | perplexity | seconds |\n|" + "---|" * (len(METRICS) + 3))
+    for name, entry in metrics.items():
+        vals = [entry["original_C"].get(m) for m in METRICS] + [entry["heldout"]["perplexity"]]
+        print(f"| {name} | " + " | ".join("n/a" if v is None else f"{v:.4g}" for v in vals)
+              + f" | {seconds.get(name, float('nan')):.1f} |")
+    (out / "refine-results-nips.json").write_text(json.dumps({"metrics": metrics, "seconds": seconds}, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--docs", type=int, default=20000)
@@ -117,7 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gensim-passes", type=int, default=5)
     p.add_argument("--peers", default="gibbs,sklearn,gensim", help="comma-separated; '' for none")
     p.add_argument("--out", default="bench-runs")
+    p.add_argument("--nips", default=None, metavar="K1,K2", help="run the NIPS comparison at these K instead")
     args = p.parse_args(argv)
+    if args.nips:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        return nips([int(k) for k in args.nips.split(",")], Path(args.out), args.workers, args.gibbs_iterations)
     if args.alpha not in (None, "auto"):
         args.alpha = float(args.alpha)
 

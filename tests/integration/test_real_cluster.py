@@ -157,6 +157,40 @@ def test_a_worker_killed_mid_stage_changes_nothing(real_cluster, corpus, tmp_pat
 
 
 @pytest.mark.slow
+def test_concurrent_fits_on_one_scheduler_get_their_own_results(real_cluster, corpus, tmp_path):
+    """Task keys carry a token of their inputs: two drivers' fits never share a task."""
+    import shutil
+
+    from jsmf_dask import open_model
+
+    address, _ = real_cluster
+    roots = {}
+    for k in (5, 6):
+        roots[k] = tmp_path / f"k{k}"
+        shutil.copytree(corpus / "corpus", roots[k] / "corpus")
+        shutil.copytree(corpus / "cooc.zarr", roots[k] / "cooc.zarr")
+    errors = []
+
+    def fit_in(k):
+        try:
+            fit(roots[k], n_topics=k, iterations=30, min_anchor_df=0, name="m")
+        except Exception as err:  # reported below
+            errors.append(err)
+
+    with connect(address):
+        threads = [threading.Thread(target=fit_in, args=(k,)) for k in (5, 6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert open_model(str(roots[5]), "m").arrays["B"].shape[1] == 5
+    got, ref = open_model(str(roots[6]), "m"), open_model(str(corpus), "k6-ap")
+    np.testing.assert_array_equal(got.arrays["anchors"], ref.arrays["anchors"])
+    np.testing.assert_allclose(got.arrays["B"], ref.arrays["B"], rtol=0, atol=1e-10)
+
+
+@pytest.mark.slow
 def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, tmp_path):
     import shutil
 

@@ -114,15 +114,19 @@ def test_compare_runs_every_method_and_writes_table_and_figure(tmp_path):
     from matplotlib.image import imread
 
     synth(tmp_path, n_docs=1500, n_words=120, n_topics=3, doc_length=50, seed=5)
-    cooccur(tmp_path, tile_size=64)
-    result = compare(tmp_path, topics=[3, 4], methods=["none", "dc", "ap", "gibbs"], iterations=20,
-                     gibbs_iterations=50)
-    assert [(r["method"], r["n_topics"]) for r in result.rows] == [
-        (m, k) for k in (3, 4) for m in ("none", "dc", "ap", "gibbs")]
+    cooccur(tmp_path, tile_size=64, heldout=0.2)
+    methods = ("none", "dc", "ap", "ap+vb", "gibbs")
+    result = compare(tmp_path, topics=[3, 4], methods=list(methods), iterations=20, gibbs_iterations=50)
+    assert [(r["method"], r["n_topics"]) for r in result.rows] == [(m, k) for k in (3, 4) for m in methods]
     csv = (tmp_path / "report" / "compare.csv").read_text().splitlines()
-    assert len(csv) == 9 and csv[0].startswith("method,n_topics,model,recovery")
+    assert len(csv) == 11 and csv[0].startswith("method,n_topics,model,recovery")
     md = (tmp_path / "report" / "compare.md").read_text()
-    assert md.count("| gibbs |") == 2
+    assert md.count("| gibbs |") == 2 and md.count("| ap+vb |") == 2 and "perplexity" in md
+    by = {(r["method"], r["n_topics"]): r for r in result.rows}
+    for k in (3, 4):  # ap+vb refines the ap model of the same K; every model trained without the held-out docs
+        assert by[("ap+vb", k)]["model"] == f"k{k}-ap-vb"
+        assert all(by[(m, k)]["perplexity"] > 1 for m in methods)
+        assert by[("ap+vb", k)]["perplexity"] < by[("none", k)]["perplexity"]
     gibbs = [r for r in result.rows if r["method"] == "gibbs"]
     assert all(r["recovery"] is None and r["approximation"] > 0 for r in gibbs)  # no anchors, still scored
     assert imread(tmp_path / "report" / "compare.png")[..., :3].var() > 1e-3

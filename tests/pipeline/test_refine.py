@@ -130,6 +130,12 @@ def test_evaluate_report_and_infer_read_it(lda_root, refined):
     assert entry["heldout"]["perplexity"] < out["models"]["ap"]["heldout"]["perplexity"]
     html = report(lda_root, model="ap-vb")
     assert (lda_root / "report" / "report.html").exists() and html
+    report(lda_root, model="ap")
+    page = (lda_root / "report" / "report.html").read_text()
+    assert "Topics of ap-vb (refined from ap)" in page and "Held-out perplexity" in page
+    for name in ("ap", "ap-vb", "baseline"):
+        value = evaluate(lda_root)["models"][name]["heldout"]["perplexity"]
+        assert f"{value:.4g}" in page
     infer(lda_root, model="ap-vb", overwrite=True)
     assert read_doc_topics(str(lda_root)).num_rows == 6000
 
