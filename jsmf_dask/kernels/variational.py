@@ -13,9 +13,11 @@ For a document with counts ``n_dw`` the coordinate ascent alternates
 ``φ_dwk ∝ exp(E[log θ_dk]) exp(E[log β_wk])`` and ``γ_d = α + Σ_w n_dw φ_dw``;
 the expected word–topic counts ``Σ_d n_dw φ_dwk`` of all documents give the
 M-step ``λ = η + counts``. Every function here works on a CSR count matrix of
-a block of documents at once (never a Python loop over documents); each
-document iterates until its own mean change of ``γ`` falls below ``tol``, so a
-document's result does not depend on which block it is in.
+a block of documents at once; the per-document loop is compiled
+(:mod:`jsmf_dask.kernels._vb_loop`), and each document iterates until its own
+mean change of ``γ`` falls below ``tol``, so a document's result does not
+depend on which block it is in. Memory: the block's counts, its ``γ``, the
+N×K topics and counts, and one document's L×K rows.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sps
 from scipy.special import gammaln, psi
+
+from jsmf_dask.kernels._vb_loop import e_step_loop
 
 __all__ = [
     "EStepResult",
@@ -37,9 +41,6 @@ __all__ = [
     "moment_alpha",
     "expected_topic_topic",
 ]
-
-_TINY = 1e-100  # keeps φ's normaliser positive where every topic gives a word ~0 probability
-
 
 def dirichlet_expectation(param: np.ndarray, axis: int = -1) -> np.ndarray:
     """``E[log x]`` for ``x ~ Dirichlet(param)`` along ``axis``: ``ψ(param) − ψ(Σ param)``."""
@@ -75,67 +76,6 @@ class EStepResult:
     iterations: int
 
 
-def _chunks(indptr: np.ndarray, k: int, entries: int):
-    """Ranges of documents whose non-zeros times K stay within ``entries`` (at least one document each)."""
-    d, n_docs = 0, indptr.size - 1
-    while d < n_docs:
-        stop = int(np.searchsorted(indptr, indptr[d] + max(1, entries // k), side="right")) - 1
-        stop = min(max(stop, d + 1), n_docs)
-        yield d, stop
-        d = stop
-
-
-def _doc_terms(gamma: np.ndarray, elog_theta: np.ndarray, alpha: np.ndarray) -> float:
-    """Σ_d [Σ_k (α_k − γ_dk) E[log θ_dk] + ln Γ(γ_dk) − ln Γ(α_k)] + ln Γ(Σα) − ln Γ(Σ_k γ_dk)."""
-    terms = ((alpha[None, :] - gamma) * elog_theta).sum() + (gammaln(gamma) - gammaln(alpha)[None, :]).sum()
-    return float(terms + gamma.shape[0] * gammaln(alpha.sum()) - gammaln(gamma.sum(axis=1)).sum())
-
-
-def _chunk_e_step(X: sps.csr_array, exp_elog_beta: np.ndarray, alpha: np.ndarray, gamma: np.ndarray,
-                  max_iter: int, tol: float, counts: np.ndarray) -> tuple[float, int]:
-    """E-step of one chunk in place on ``gamma``; adds to ``counts``; returns (bound at entry, iterations)."""
-    n_docs = X.shape[0]
-    indptr, cols, cnt = X.indptr, X.indices, X.data
-    Eb = np.take(exp_elog_beta, cols, axis=0)  # nnz × K, fixed during the E-step
-    active = np.arange(n_docs)  # documents still iterating, and their slice of the non-zeros
-    a_Eb, a_cnt, a_cols, a_indptr = Eb, cnt, cols, indptr
-    a_lengths = np.diff(indptr)
-    bound = 0.0
-    iterations = 0
-    for it in range(max(max_iter, 1)):
-        g = gamma[active]
-        elog_theta = dirichlet_expectation(g)
-        Et = np.exp(elog_theta)
-        phinorm = np.einsum("ij,ij->i", np.repeat(Et, a_lengths, axis=0), a_Eb) + _TINY
-        if it == 0:
-            bound = float(cnt @ np.log(phinorm)) + _doc_terms(g, elog_theta, alpha)
-        if max_iter == 0:
-            return bound, 0
-        weighted = sps.csr_array((a_cnt / phinorm, np.arange(a_cnt.size), a_indptr),
-                                 shape=(active.size, a_cnt.size))
-        g_new = alpha[None, :] + Et * (weighted @ a_Eb)
-        iterations += active.size
-        done = np.abs(g_new - g).mean(axis=1) < tol
-        if it == max_iter - 1:
-            done[:] = True
-        gamma[active] = g_new
-        if done.any():
-            # φ of these documents (from the γ that produced g_new) goes into the counts.
-            W = sps.csr_array((a_cnt / phinorm, a_cols, a_indptr), shape=(active.size, exp_elog_beta.shape[0]))
-            sel = np.flatnonzero(done)
-            counts += W[sel].T @ Et[sel]
-        if done.all():
-            break
-        if done.any():
-            keep = np.flatnonzero(~done)
-            take = np.flatnonzero(np.repeat(~done, a_lengths))
-            a_lengths = a_lengths[keep]
-            active = active[keep]
-            a_Eb, a_cnt, a_cols = np.take(a_Eb, take, axis=0), a_cnt[take], a_cols[take]
-            a_indptr = np.concatenate([[0], np.cumsum(a_lengths)])
-    return bound, iterations
-
-
 def e_step(
     X: sps.csr_array | sps.csr_matrix,
     exp_elog_beta: np.ndarray,
@@ -144,7 +84,6 @@ def e_step(
     *,
     max_iter: int = 100,
     tol: float = 1e-3,
-    chunk_entries: int = 1 << 22,
 ) -> EStepResult:
     """The VB E-step of a block of documents.
 
@@ -165,9 +104,6 @@ def e_step(
         incoming ``γ``.
     tol : float, default=1e-3
         A document stops when the mean absolute change of its ``γ`` falls below this.
-    chunk_entries : int, default=2**22
-        Non-zeros × K handled at once (bounds the temporary memory: a few
-        arrays of this many float64).
 
     Returns
     -------
@@ -180,13 +116,9 @@ def e_step(
     lengths = np.asarray(X.sum(axis=1)).ravel()
     gamma = initial_gamma(lengths, alpha) if gamma is None else np.array(gamma, dtype=np.float64)
     counts = np.zeros((X.shape[1], k))
-    bound, iterations = 0.0, 0
-    for d0, d1 in _chunks(X.indptr, k, chunk_entries):
-        g = gamma[d0:d1]
-        b, n = _chunk_e_step(X[d0:d1], exp_elog_beta, alpha, g, max_iter, tol, counts)
-        gamma[d0:d1] = g
-        bound += b
-        iterations += n
+    bound, iterations = e_step_loop(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,
+                                    np.ascontiguousarray(exp_elog_beta, dtype=np.float64), alpha, gamma,
+                                    int(max_iter), float(tol), counts)
     counts *= exp_elog_beta
     return EStepResult(gamma, counts, bound, iterations)
 
