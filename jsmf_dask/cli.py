@@ -49,6 +49,8 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) 
     )
     g.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: one per core)")
     g.add_argument("--memory-limit", metavar="BYTES", help="LocalCluster memory per worker, e.g. 4GiB")
+    g.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                   help="give up on a --scheduler that has not completed the Dask handshake by then (default: 10)")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     if overwrite:
         g.add_argument("--overwrite", action="store_true", help="replace this stage's existing output")
@@ -412,8 +414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    for noisy in ("distributed", "bokeh", "tornado"):
-        logging.getLogger(noisy).setLevel(level if args.verbose else logging.WARNING)
+    import distributed  # noqa: F401 - importing it sets its loggers from dask's config: set ours after that
+
+    for noisy, quiet in (("distributed", logging.WARNING), ("bokeh", logging.ERROR), ("tornado", logging.ERROR)):
+        logging.getLogger(noisy).setLevel(level if args.verbose else quiet)
     warnings.showwarning = _show_warning
     if getattr(args, "workers", None) is not None and args.workers < 1:
         print(f"jsmf: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
@@ -431,6 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.scheduler,
                 n_workers=args.workers,
                 memory_limit=args.memory_limit,
+                connect_timeout=args.connect_timeout,
                 on_dashboard=lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
             ):
                 lines = _COMMANDS[args.command](args)

@@ -4,13 +4,17 @@ Without an address (argument or ``DASK_SCHEDULER_ADDRESS``) a
 :class:`distributed.LocalCluster` of worker processes sized to the machine is
 started: one single-threaded worker per core, memory split evenly, BLAS
 threads limited to 1 inside workers (set in the nanny's pre-spawn
-environment, so the limit is in place before numpy loads).
+environment, so the limit is in place before numpy loads). The workers log at
+the level of the ``distributed`` logger of the calling process, and leave the
+report of a failed task to the client that receives its exception.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import threading
 from collections.abc import Iterator
 
 import dask
@@ -24,6 +28,51 @@ __all__ = ["LOCAL_SCHEDULERS", "connect"]
 LOCAL_SCHEDULERS = ("synchronous", "threads")
 
 _BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+class _DropComputeFailed(logging.Filter):
+    """Drops a worker's "Compute Failed" dump: the task's exception reaches the client, which reports it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Compute Failed")
+
+
+def _quiet_task_failures() -> None:
+    """Install :class:`_DropComputeFailed` on this process's worker logger (run in each LocalCluster worker)."""
+    logger = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _DropComputeFailed) for f in logger.filters):
+        logger.addFilter(_DropComputeFailed())
+
+
+def _client(scheduler: str, timeout: float):
+    """A :class:`distributed.Client` of ``scheduler``, or :class:`ClusterError` within ``timeout`` seconds.
+
+    ``Client(timeout=…)`` bounds the TCP connection but not every step after
+    it: a port that accepts connections and never speaks Dask (an HTTP server)
+    would hang it. The handshake therefore runs in a helper thread that is
+    abandoned (and its client closed) when it does not finish in time.
+    """
+    from distributed import Client
+
+    outcome: dict[str, object] = {}
+
+    def attempt() -> None:
+        try:
+            client = Client(scheduler, timeout=timeout)
+        except Exception as err:  # noqa: BLE001 - reported to the caller below
+            outcome["error"] = err
+            return
+        if outcome.setdefault("client", client) is not client:  # pragma: no cover - lost the race
+            client.close()
+
+    thread = threading.Thread(target=attempt, name="jsmf-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 1.0)
+    if "client" not in outcome:
+        outcome["client"] = None  # a late success closes its own client
+        err = outcome.get("error") or f"no Dask handshake within {timeout:g} s (is it a Dask scheduler?)"
+        raise ClusterError(f"cannot reach the Dask scheduler at {scheduler!r}: {err}")
+    return outcome["client"]
 
 
 @contextlib.contextmanager
@@ -68,10 +117,7 @@ def connect(
             yield None
         return
     if scheduler is not None:
-        try:
-            client = Client(scheduler, timeout=connect_timeout)
-        except (OSError, ValueError, TypeError) as err:
-            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler!r}: {err}") from err
+        client = _client(scheduler, connect_timeout)
         with client, dask.config.set(scheduler="dask.distributed"):
             if on_dashboard is not None and client.dashboard_link:
                 on_dashboard(client.dashboard_link)
@@ -82,6 +128,9 @@ def connect(
     if memory_limit is None:
         memory_limit = int(psutil.virtual_memory().total * 0.9 / n_workers)
     env = {var: "1" for var in _BLAS_VARS}
+    # workers import distributed (which sets its loggers from dask's config) before anything else runs there
+    level = logging.getLevelName(logging.getLogger("distributed").getEffectiveLevel())
+    env["DASK_LOGGING__DISTRIBUTED"] = level.lower() if isinstance(level, str) else "info"
     with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
         with LocalCluster(
             n_workers=n_workers,
@@ -91,6 +140,8 @@ def connect(
             host="127.0.0.1",
             dashboard_address="127.0.0.1:0",  # a free loopback port (None would mean the default :8787)
         ) as cluster, Client(cluster) as client, dask.config.set(scheduler="dask.distributed"):
+            if logging.getLogger("distributed").getEffectiveLevel() > logging.INFO:
+                client.run(_quiet_task_failures)
             if on_dashboard is not None and dashboard:
                 on_dashboard(client.dashboard_link)
             yield client
