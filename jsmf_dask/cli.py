@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm-start", metavar="NAME",
                    help="start AP from the eigenvectors of model NAME (the refit after `cooccur --update`)")
     p.add_argument("--path", choices=("auto", "in-task", "tiled"), default="auto",
-                   help="rectification path (default: in one task up to 20,000 words, else tiled)")
+                   help="rectification path; auto (default): in one task where the dense C and AP's iterates (about "
+                   "3.5*8*N^2 bytes) fit 80%% of the largest worker's memory limit, else tiled")
     _add_cluster_options(p)
 
     p = sub.add_parser(
@@ -324,7 +325,8 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
         end_with=args.end_with, solver=args.solver, min_anchor_df=args.min_anchor_df, seed=args.seed,
         name=args.name, path=args.path, warm_start=args.warm_start, overwrite=args.overwrite,
     )
-    head = [f"model {result.name}: {args.topics} topics, rectifier {args.rectifier}, {result.n_iter} iterations; "
+    head = [f"model {result.name}: {args.topics} topics, rectifier {args.rectifier}, {result.n_iter} iterations, "
+            f"{result.attrs['path']['chosen']} path ({result.attrs['path']['reason']}); "
             f"written to {result.path} and {topics_path(args.root, result.name)}"]
     return head + result.lines()
 

@@ -47,7 +47,6 @@ __all__ = ["FitResult", "fit", "RECTIFIERS", "default_name", "write_topics"]
 RECTIFIERS = ("ap", "dc", "none")
 PATHS = ("auto", "in-task", "tiled")
 END_WITH = ("nonnegative", "psd")
-IN_TASK_MAX_WORDS = 20000
 
 
 def default_name(n_topics: int, rectifier: str) -> str:
@@ -106,26 +105,46 @@ class TiledAP:
         return float(np.sqrt(acc[0])), float(acc[1]), float(np.sqrt(acc[2])), CV
 
 
-def _fat_worker(client, need: int) -> str | None:
-    """The worker with the most memory (None when running locally), after checking ``need`` bytes fit."""
+def _largest_memory(client) -> tuple[str | None, int, str]:
+    """The worker with the most memory: (address or None when running locally, its limit in bytes, a label)."""
     if client is None:
-        available = psutil.virtual_memory().available
-        if need > available:
-            raise StoreError(
-                f"the in-task rectification needs about {need / 2**30:.1f} GiB in one process; "
-                f"{available / 2**30:.1f} GiB are available. Use path='tiled' (--path tiled)."
-            )
-        return None
+        return None, psutil.virtual_memory().available, "this process (available memory)"
     workers = client.scheduler_info(n_workers=-1)["workers"]
     addr, info = max(workers.items(), key=lambda kv: kv[1].get("memory_limit") or 0)
-    limit = info.get("memory_limit") or psutil.virtual_memory().total
-    if need > 0.8 * limit:
+    return addr, info.get("memory_limit") or psutil.virtual_memory().total, f"the largest worker ({addr})"
+
+
+#: Share of a worker's memory limit the in-task path may plan to use (dask pauses a worker at 80%).
+IN_TASK_SHARE = 0.8
+
+
+def _fat_worker(client, need: int) -> str | None:
+    """The worker with the most memory (None when running locally), after checking ``need`` bytes fit."""
+    addr, limit, where = _largest_memory(client)
+    if need > IN_TASK_SHARE * limit:
         raise StoreError(
-            f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; the largest worker "
-            f"({addr}) has a memory limit of {limit / 2**30:.1f} GiB. Start a worker with --memory-limit of at "
-            f"least {need / 0.8 / 2**30:.1f}GiB, or use path='tiled' (--path tiled)."
+            f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; {where} has a memory "
+            f"limit of {limit / 2**30:.1f} GiB. Start a worker with --memory-limit of at least "
+            f"{need / IN_TASK_SHARE / 2**30:.1f}GiB, or use path='tiled' (--path tiled)."
         )
     return addr
+
+
+def choose_path(client, n_words: int, rectifier: str) -> tuple[str, str]:
+    """``path='auto'``: the in-task path where its dense C and iterates fit the largest worker, else tiled.
+
+    Returns the path and the reason (stored in the model's attrs and printed).
+    """
+    need = in_task_memory(n_words)
+    _, limit, where = _largest_memory(client)
+    figures = (f"the in-task path needs about {need / 2**30:.2f} GiB for N = {n_words}; {where} has "
+               f"{limit / 2**30:.2f} GiB")
+    if need <= IN_TASK_SHARE * limit:
+        return "in-task", f"{figures}: it fits"
+    if rectifier == "dc":
+        raise StoreError(f"{figures}, and rectifier='dc' runs only in one task (it needs the whole C): start a "
+                         f"worker with --memory-limit of at least {need / IN_TASK_SHARE / 2**30:.1f}GiB")
+    return "tiled", f"{figures}: too little, so C stays in tiles"
 
 
 def _check_matrix(cooc_url: str, edges: np.ndarray) -> np.ndarray:
@@ -227,7 +246,11 @@ def fit(
     name : str, optional
         Model name (default ``k<K>-<rectifier>``).
     path : {'auto', 'in-task', 'tiled'}, default='auto'
-        Rectification path; auto takes in-task up to 20,000 words.
+        Rectification path; auto takes the in-task path where its memory
+        (:func:`~jsmf_dask.stages.fit.in_task_memory`, about ``3.5 · 8N²`` bytes)
+        fits 80% of the largest worker's memory limit, else the tiled path
+        (see :func:`choose_path`; the choice and its reason are in the model's
+        ``attrs["path"]``).
     eig_tol : float, default=1e-6
         Relative eigen-residual of every PSD step.
     warm_start : str, optional
@@ -288,8 +311,9 @@ def fit(
             )
     params = RectifyParams(n_topics, rectifier, iterations, tol, end_with, eig_tol, seed, start_Y=start_Y)
     client = _progress.active_client()
+    path_reason = f"path={path!r} was asked for"
     if path == "auto":
-        path = "in-task" if n <= IN_TASK_MAX_WORDS else "tiled"
+        path, path_reason = choose_path(client, n, rectifier)
     ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
         create_model(tmp, n, tile)
@@ -329,6 +353,7 @@ def fit(
             "params": {"n_topics": n_topics, "rectifier": rectifier, "iterations": iterations, "tol": tol,
                        "end_with": end_with, "solver": solver, "min_anchor_df": min_anchor_df, "seed": seed,
                        "path": path, "eig_tol": eig_tol, "warm_start": warm_start},
+            "path": {"chosen": path, "reason": path_reason},
             "n_iter": result.n_iter,
             "legality": legality,
             "final_eig_residual": result.eig.residual,

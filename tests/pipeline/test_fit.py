@@ -168,3 +168,28 @@ def test_in_task_memory_is_checked_before_starting():
     with pytest.raises(StoreError, match=r"needs about 8\.\d GiB in one task; the largest worker \(tcp://10\.0\.0\.2:1\) "
                                          r"has a memory limit of 8\.0 GiB\. Start a worker with --memory-limit"):
         _fat_worker(FakeClient(), in_task_memory(18000))
+
+
+def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
+    """The automatic switch on a real LocalCluster: in-task where the dense path fits, tiled where it does not."""
+    import jsmf_dask.pipeline.fit as fit_module
+    from jsmf_dask.cluster import connect
+    from jsmf_dask.stages.fit import in_task_memory
+
+    synth(tmp_path, n_docs=600, n_words=80, n_topics=4, doc_length=40, seed=3)
+    cooccur(tmp_path)
+    with connect(n_workers=1, memory_limit="1GiB", dashboard=False):
+        fits = fit(tmp_path, n_topics=4, iterations=5, name="fits", min_anchor_df=0)
+        assert fits.attrs["path"]["chosen"] == "in-task"
+        assert "fits" in fits.attrs["path"]["reason"]
+        # a vocabulary whose dense C and iterates would need 10 GiB: more than the 1 GiB worker has
+        monkeypatch.setattr(fit_module, "in_task_memory", lambda n: 10 * 2**30 + 0 * in_task_memory(n))
+        tiled = fit(tmp_path, n_topics=4, iterations=5, name="tiled", min_anchor_df=0)
+        assert tiled.attrs["path"]["chosen"] == "tiled"
+        assert "needs about 10.00 GiB for N = 80; the largest worker" in tiled.attrs["path"]["reason"]
+        with pytest.raises(StoreError, match=r"rectifier='dc' runs only in one task .* --memory-limit of at least 12\.5GiB"):
+            fit(tmp_path, n_topics=4, rectifier="dc", name="dc")
+    assert not (tmp_path / "model.zarr" / "dc").exists()
+    assert open_model(tmp_path, "tiled").attrs["path"]["chosen"] == "tiled"
+    # both paths compute the same AP
+    np.testing.assert_allclose(tiled.B, fits.B, atol=1e-8)
