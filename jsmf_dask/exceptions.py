@@ -14,6 +14,7 @@ __all__ = [
     "StoreError",
     "ClusterError",
     "NotFittedError",
+    "ConvergenceWarning",
 ]
 
 
@@ -47,3 +48,7 @@ class ClusterError(JSMFError):
 
 class NotFittedError(JSMFError, AttributeError):
     """An estimator was used before ``fit``."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative step stopped before its tolerance (the model's attrs record which, and how far)."""

@@ -8,6 +8,8 @@ memory.
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +22,7 @@ from jsmf_dask.kernels.rectify import (
     diagonal_completion,
     top_eigenpairs,
 )
+from jsmf_dask.exceptions import ConvergenceWarning
 from jsmf_dask.kernels.recover import (
     least_squares_topic_topic,
     recover_weights,
@@ -168,7 +171,11 @@ def recover(C: np.ndarray, anchors: np.ndarray, *, solver: str = "exact") -> Rec
     Cbar = C / np.where(p > 0, p, 1.0)[:, None]
     Cbar_S = Cbar[anchors]
     G = Cbar_S @ Cbar_S.T
-    weights, objective = recover_weights(G, Cbar @ Cbar_S.T, np.einsum("ij,ij->i", Cbar, Cbar), solver=solver)
+    weights, objective, unconverged = recover_weights(G, Cbar @ Cbar_S.T, np.einsum("ij,ij->i", Cbar, Cbar),
+                                                      solver=solver)
+    if unconverged:
+        warnings.warn(f"recover: the {solver!r} solver stopped at its iteration cap for {unconverged} of "
+                      f"{len(p)} words", ConvergenceWarning, stacklevel=2)
     weights[anchors] = np.eye(len(anchors))
     objective[anchors] = 0.0
     B = topic_word(weights, p)

@@ -40,7 +40,9 @@ def _solve_kkt(kkt: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return sol
 
 
-def simplex_least_squares(G: np.ndarray, b: np.ndarray, *, max_iter: int | None = None) -> np.ndarray:
+def simplex_least_squares(
+    G: np.ndarray, b: np.ndarray, *, max_iter: int | None = None, return_converged: bool = False
+) -> np.ndarray | tuple[np.ndarray, bool]:
     """Exact minimiser of ``yᵀGy − 2bᵀy`` over the simplex, by a primal active-set method.
 
     The working set starts at the best vertex; each step solves the
@@ -56,10 +58,14 @@ def simplex_least_squares(G: np.ndarray, b: np.ndarray, *, max_iter: int | None 
     b : ndarray, shape (K,)
     max_iter : int, optional
         Default ``10 K + 50``.
+    return_converged : bool, default=False
+        Also return whether a KKT point was reached within ``max_iter`` steps.
 
     Returns
     -------
-    ndarray, shape (K,)
+    y : ndarray, shape (K,)
+    converged : bool
+        Only with ``return_converged``.
     """
     k = b.shape[0]
     max_iter = 10 * k + 50 if max_iter is None else max_iter
@@ -84,7 +90,7 @@ def simplex_least_squares(G: np.ndarray, b: np.ndarray, *, max_iter: int | None 
             mu[free] = np.inf
             i = int(np.argmin(mu))
             if mu[i] >= -tol:
-                return y
+                return (y, True) if return_converged else y
             free.append(i)
             continue
         # Step from y toward z until the first free variable reaches zero, and drop it.
@@ -101,7 +107,7 @@ def simplex_least_squares(G: np.ndarray, b: np.ndarray, *, max_iter: int | None 
             free = [int(np.argmin(0.5 * np.diag(G) - b))]
             y = np.zeros(k)
             y[free[0]] = 1.0
-    return y
+    return (y, False) if return_converged else y
 
 
 def exponentiated_gradient(
@@ -111,7 +117,8 @@ def exponentiated_gradient(
     max_iter: int = 2000,
     rel_gap: float = 1e-8,
     norms2: np.ndarray | None = None,
-) -> np.ndarray:
+    return_converged: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Exponentiated gradient for many words at once, with a scale-free step and stop.
 
     The step is ``1/L`` with ``L = 2 max|G_kl|``, the smoothness constant of the
@@ -129,10 +136,14 @@ def exponentiated_gradient(
     rel_gap : float, default=1e-8
     norms2 : ndarray, shape (n,), optional
         ``‖C̄_i‖²``; default ``max_k b_ik`` (a scale of the same order).
+    return_converged : bool, default=False
+        Also return which words reached the gap within ``max_iter`` iterations.
 
     Returns
     -------
-    ndarray, shape (n, K)
+    Y : ndarray, shape (n, K)
+    converged : ndarray of bool, shape (n,)
+        Only with ``return_converged``.
     """
     n, k = B.shape
     scale = np.asarray(norms2 if norms2 is not None else np.abs(B).max(axis=1), dtype=np.float64)
@@ -146,19 +157,24 @@ def exponentiated_gradient(
         gap = np.einsum("ij,ij->i", Ya, grad) - grad.min(axis=1)
         done = gap <= rel_gap * scale[active]
         if done.all():
+            active = active[:0]
             break
         active, Ya, grad = active[~done], Ya[~done], grad[~done]
         logits = np.log(np.maximum(Ya, 1e-300)) - step * (grad - grad.min(axis=1, keepdims=True))
         logits -= logits.max(axis=1, keepdims=True)
         Ya = np.exp(logits)
         Y[active] = Ya / Ya.sum(axis=1, keepdims=True)
+    if return_converged:
+        converged = np.ones(n, dtype=bool)
+        converged[active] = False  # still above the gap after max_iter iterations (checked before each step)
+        return Y, converged
     return Y
 
 
 def recover_weights(
     G: np.ndarray, B: np.ndarray, norms2: np.ndarray, *, solver: str = "exact"
-) -> tuple[np.ndarray, np.ndarray]:
-    """``p(z | w)`` for a block of words and each word's objective ``‖C̄_i − yᵀC̄_S‖²``.
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``p(z | w)`` for a block of words, each word's objective ``‖C̄_i − yᵀC̄_S‖²``, and how many stopped short.
 
     Parameters
     ----------
@@ -174,15 +190,20 @@ def recover_weights(
     -------
     weights : ndarray, shape (n, K)
     objective : ndarray, shape (n,)
+    unconverged : int
+        Words whose solver stopped at its iteration cap.
     """
     if solver == "exact":
-        Y = np.vstack([simplex_least_squares(G, b) for b in B]) if len(B) else np.zeros((0, G.shape[0]))
+        solved = [simplex_least_squares(G, b, return_converged=True) for b in B]
+        Y = np.vstack([y for y, _ in solved]) if solved else np.zeros((0, G.shape[0]))
+        unconverged = sum(not ok for _, ok in solved)
     elif solver == "eg":
-        Y = exponentiated_gradient(G, B, norms2=norms2)
+        Y, converged = exponentiated_gradient(G, B, norms2=norms2, return_converged=True)
+        unconverged = int((~converged).sum())
     else:
         raise ValueError(f"unknown solver {solver!r}; expected one of {SOLVERS}")
     objective = np.einsum("ij,jk,ik->i", Y, G, Y) - 2 * np.einsum("ij,ij->i", Y, B) + norms2
-    return Y, np.maximum(objective, 0.0)
+    return Y, np.maximum(objective, 0.0), unconverged
 
 
 def topic_word(weights: np.ndarray, p: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import scipy.linalg as sla
@@ -224,7 +224,7 @@ class APTrace:
     Lists indexed by iteration t (the iterate C_t after the t-th PSD → NOR → NN
     cycle): ``delta`` ‖C_t − C_{t−1}‖_F; ``dist_psd``, ``dist_normalized``,
     ``dist_nonnegative`` the Frobenius distances of C_t to PSD_K, to {ΣC = 1}
-    and to {C ≥ 0}; ``eig_residual`` the eigensolver's relative residual of
+    and of the normalised iterate to {C ≥ 0} (before the clip that makes C_t); ``eig_residual`` the eigensolver's relative residual of
     the t-th PSD step; ``n_matmat`` its operator applications; ``seconds``
     the cycle's wall time.
     """
@@ -270,6 +270,21 @@ class LowRankIterate:
         return np.maximum(X, 0.0, out=X) if self.clip else X
 
 
+class Comparison(NamedTuple):
+    """What one pass over a new AP iterate ``C_cur = max(L, 0)`` measures.
+
+    ``delta`` ‖C_cur − C_prev‖_F; ``total`` Σ C_cur; ``norm`` ‖C_cur‖_F;
+    ``CV`` C_cur @ V (None without V); ``below_zero`` ‖min(L, 0)‖_F, the
+    distance of the normalised iterate L to {C ≥ 0} before the clip.
+    """
+
+    delta: float
+    total: float
+    norm: float
+    CV: np.ndarray | None
+    below_zero: float
+
+
 class APOperator(Protocol):
     """How the AP loop touches ``C``: the original matrix (``None``) or an iterate."""
 
@@ -281,8 +296,8 @@ class APOperator(Protocol):
 
     def compare(
         self, previous: LowRankIterate | None, current: LowRankIterate, V: np.ndarray | None = None
-    ) -> tuple[float, float, float, np.ndarray | None]:
-        """``(‖C_cur − C_prev‖_F, Σ C_cur, ‖C_cur‖_F, C_cur @ V)``, in one pass over ``C_cur``.
+    ) -> Comparison:
+        """One pass over ``C_cur`` (see :class:`Comparison`).
 
         ``V`` is the next eigensolve's warm block, so its product comes with
         the pass that forms the new iterate; None when ``V`` is None.
@@ -368,7 +383,7 @@ class DenseAP:
         CV = None if V is None else left @ (right @ V)
         sparse_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         n_clipped = 0
-        diff2 = norm2 = 0.0
+        diff2 = norm2 = below2 = 0.0
 
         def twice_off_diagonal(X: np.ndarray, m: int) -> float:
             return 2.0 * float(np.einsum("ij,ij->", X, X)) - float(np.einsum("ij,ij->", X[:, :m], X[:, :m]))
@@ -387,6 +402,7 @@ class DenseAP:
                     upper[i, j] = 0.0
                     mirrored = j >= m  # right of the diagonal block: its mirror image is clipped too
                     total += float(clipped.sum() + clipped[mirrored].sum())
+                    below2 += float(clipped @ clipped + clipped[mirrored] @ clipped[mirrored])
                     n_clipped += i.size + int(mirrored.sum())
                     if V is not None and n_clipped <= self._SPARSE_FRACTION * n * n:
                         rows, cols = i + r0, j + r0
@@ -405,7 +421,8 @@ class DenseAP:
             else:
                 rows, cols, vals = (np.concatenate(x) for x in zip(*sparse_parts, strict=True))
                 CV += sps.csr_array((vals, (rows, cols)), shape=(n, n)) @ V
-        return float(np.sqrt(max(diff2, 0.0))), total, float(np.sqrt(max(norm2, 0.0))), CV
+        return Comparison(float(np.sqrt(max(diff2, 0.0))), total, float(np.sqrt(max(norm2, 0.0))), CV,
+                          float(np.sqrt(below2)))
 
 
 def alternating_projection(
@@ -468,10 +485,10 @@ def alternating_projection(
         if t == iterations or (tol is not None and t > 0 and trace.delta[-1] <= tol * norm_prev):
             break
         current = LowRankIterate.normalized(eig.vectors, lam)
-        delta, total, norm_prev, warm_product = op.compare(iterate, current, warm)
+        delta, total, norm_prev, warm_product, below_zero = op.compare(iterate, current, warm)
         trace.delta.append(delta)
         trace.dist_normalized.append(abs(1.0 - total) / n)
-        trace.dist_nonnegative.append(0.0)
+        trace.dist_nonnegative.append(below_zero)
         trace.eig_residual.append(eig.residual)
         trace.n_matmat.append(eig.n_matmat)
         trace.seconds.append(time.perf_counter() - started)

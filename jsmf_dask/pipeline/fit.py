@@ -18,14 +18,14 @@ import zarr
 
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
-from jsmf_dask.exceptions import InvalidParameterError, StoreError
+from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import staged_output, write_file
 from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, open_model, topics_path
 from jsmf_dask.io.parquet import corpus_dir, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.anchors import greedy_anchors
-from jsmf_dask.kernels.rectify import LowRankIterate, alternating_projection, top_eigenpairs
+from jsmf_dask.kernels.rectify import Comparison, LowRankIterate, alternating_projection, top_eigenpairs
 from jsmf_dask.kernels.recover import SOLVERS, least_squares_topic_topic, topic_topic, topic_word
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.stages.cooccurrence import word_block_edges
@@ -102,7 +102,7 @@ class TiledAP:
         parts = dask.compute(*row_block_tasks("compare", self.edges, self._src(previous), current, V))
         acc = np.sum([a for a, _ in parts], axis=0)
         CV = None if V is None else np.vstack([p for _, p in parts])
-        return float(np.sqrt(acc[0])), float(acc[1]), float(np.sqrt(acc[2])), CV
+        return Comparison(float(np.sqrt(acc[0])), float(acc[1]), float(np.sqrt(acc[2])), CV, float(np.sqrt(acc[3])))
 
 
 def _largest_memory(client) -> tuple[str | None, int, str]:
@@ -145,6 +145,36 @@ def choose_path(client, n_words: int, rectifier: str) -> tuple[str, str]:
         raise StoreError(f"{figures}, and rectifier='dc' runs only in one task (it needs the whole C): start a "
                          f"worker with --memory-limit of at least {need / IN_TASK_SHARE / 2**30:.1f}GiB")
     return "tiled", f"{figures}: too little, so C stays in tiles"
+
+
+def convergence_issues(trace: dict, eig, n_topics: int, eig_tol: float, solver: str, unconverged: int,
+                       n_words: int) -> list[dict]:
+    """What stopped short of its tolerance, each as a :class:`ConvergenceWarning` and a record for the attrs.
+
+    The steps run in tasks (where a warning would stay in the worker's log), so
+    the driver checks what they report: every eigensolve's relative residual
+    against ``eig_tol``, the number of eigenpairs, and the words whose B solver
+    stopped at its iteration cap.
+    """
+    issues: list[dict] = []
+    residuals = np.append(np.asarray(trace.get("eig_residual", []), dtype=float), eig.residual)
+    above = residuals > eig_tol
+    if above.any():
+        issues.append({"step": "eigensolve", "tol": eig_tol, "solves_above_tol": int(above.sum()),
+                       "of": int(residuals.size), "max_residual": float(residuals.max()),
+                       "message": f"{int(above.sum())} of {residuals.size} eigensolves stopped above the relative "
+                                  f"residual {eig_tol:g} (largest {residuals.max():.2e}); anchors are sensitive to "
+                                  "eigenvector error"})
+    if len(eig.values) < n_topics:
+        issues.append({"step": "eigensolve", "pairs": int(len(eig.values)), "expected": n_topics,
+                       "message": f"the eigensolver returned {len(eig.values)} of the {n_topics} eigenpairs"})
+    if unconverged:
+        issues.append({"step": "recover", "solver": solver, "words": int(unconverged), "of": n_words,
+                       "message": f"the {solver!r} B solver stopped at its iteration cap for {unconverged} of "
+                                  f"{n_words} words"})
+    for issue in issues:
+        warnings.warn(issue["message"], ConvergenceWarning, stacklevel=3)
+    return issues
 
 
 def _check_matrix(cooc_url: str, edges: np.ndarray) -> np.ndarray:
@@ -328,8 +358,10 @@ def fit(
         Cbar_S = client.scatter(result.Cbar_S, broadcast=True) if client is not None else result.Cbar_S
         parts = _progress.compute(*recovery_tasks(tmp, result.p_word, Cbar_S, result.Cbar_S @ result.Cbar_S.T,
                                                    result.anchors, solver, block=config.get("fit.recover-block")))
-        weights = np.vstack([w for w, _ in parts])
-        objective = np.concatenate([o for _, o in parts])
+        weights = np.vstack([w for w, _, _ in parts])
+        objective = np.concatenate([o for _, o, _ in parts])
+        convergence = convergence_issues(result.trace, result.eig, n_topics, eig_tol, solver,
+                                         sum(u for _, _, u in parts), n)
         B = topic_word(weights, result.p_word)
         A, legality = topic_topic(result.C_SS, B, result.anchors)
         if legality <= 0:
@@ -355,6 +387,7 @@ def fit(
                        "path": path, "eig_tol": eig_tol, "warm_start": warm_start},
             "path": {"chosen": path, "reason": path_reason},
             "n_iter": result.n_iter,
+            "convergence": convergence,
             "legality": legality,
             "final_eig_residual": result.eig.residual,
             "n_words": n,

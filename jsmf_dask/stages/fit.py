@@ -134,25 +134,25 @@ def rectify_in_task(
 def _recover_block(
     model_url: str, rows: tuple[int, int], p_rows: np.ndarray, Cbar_S: np.ndarray, G: np.ndarray,
     anchors: np.ndarray, solver: str,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, int]:
     r0, r1 = rows
     C_rows = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")["C_rect"][r0:r1, :]
     Cbar = C_rows / np.where(p_rows > 0, p_rows, 1.0)[:, None]
     b = Cbar @ Cbar_S.T
     norms2 = np.einsum("ij,ij->i", Cbar, Cbar)
-    weights, objective = recover_weights(G, b, norms2, solver=solver)
+    weights, objective, unconverged = recover_weights(G, b, norms2, solver=solver)
     for k, s in enumerate(anchors):
         if r0 <= s < r1:
             weights[s - r0] = 0.0
             weights[s - r0, k] = 1.0
             objective[s - r0] = 0.0
-    return weights, objective
+    return weights, objective, unconverged
 
 
 def recovery_tasks(
     model_url: str, p_word: np.ndarray, Cbar_S, G: np.ndarray, anchors: np.ndarray, solver: str, *, block: int
 ) -> list[dask.delayed]:
-    """One delayed task per block of ``block`` words → ``(weights, objective)`` of those words.
+    """One delayed task per block of ``block`` words → ``(weights, objective, unconverged)`` of those words.
 
     ``Cbar_S`` (K×N) may be an array or a future already on the cluster (K×N is
     12 MB at K = 100, N = 15k: scatter it rather than embed it in the graph).
@@ -215,12 +215,16 @@ def _matmat_rows(source, rows: tuple[int, int], edges: np.ndarray, V: np.ndarray
 def _compare_rows(
     previous, current: LowRankIterate, V: np.ndarray | None, rows: tuple[int, int], edges: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    acc = np.zeros(3)
+    acc = np.zeros(4)
     CV = None if V is None else np.zeros((rows[1] - rows[0], V.shape[1]))
+    raw = LowRankIterate(current.Y, current.lam, current.c, clip=False)
     for cols in _tiles(edges):
-        cur = _row_block(current, rows, cols)
+        cur = raw.block(slice(*rows), slice(*cols))
+        below = np.minimum(cur, 0.0)
+        if current.clip:
+            np.maximum(cur, 0.0, out=cur)
         prev = _row_block(previous, rows, cols)
-        acc += (np.sum((cur - prev) ** 2), cur.sum(), np.sum(cur * cur))
+        acc += (np.sum((cur - prev) ** 2), cur.sum(), np.sum(cur * cur), np.sum(below * below))
         if V is not None:
             CV += cur @ V[cols[0] : cols[1]]
     return acc, CV
@@ -247,7 +251,7 @@ def row_block_tasks(kind: str, edges: np.ndarray, *args) -> list[dask.delayed]:
     """One delayed task per row block of C, for the tiled path.
 
     ``kind`` is ``'matmat'`` (args: source, V → the block's rows of ``C V``),
-    ``'compare'`` (args: previous, current, V or None → ``[‖ΔC‖², ΣC, ‖C‖²]``
+    ``'compare'`` (args: previous, current, V or None → ``[‖ΔC‖², ΣC, ‖C‖², ‖min(L, 0)‖²]``
     of the block and its rows of ``C_current V``) or ``'rowstats'`` (args: source → per row: sum, sum of squares, min,
     all-finite). A source is a :class:`LowRankIterate` or ``(store URL, array
     name)``. Each task holds one tile at a time: O(tile²) memory.

@@ -148,9 +148,11 @@ def test_fused_pass_equals_dense_formulas(chunk_rows, sparse_fraction, monkeypat
     V = rng.standard_normal((n, 9))
     monkeypatch.setattr(DenseAP, "_SPARSE_FRACTION", sparse_fraction)
     op = DenseAP(C, chunk_rows=chunk_rows)
-    delta, total, norm, CV = op.compare(None, current, V)
+    delta, total, norm, CV, below_zero = op.compare(None, current, V)
     X = current.block(slice(0, n), slice(0, n))
-    assert (LowRankIterate(Y, current.lam, current.c, clip=False).block(slice(0, n), slice(0, n)) < 0).mean() > 0.1
+    L = LowRankIterate(Y, current.lam, current.c, clip=False).block(slice(0, n), slice(0, n))
+    assert (L < 0).mean() > 0.1
+    assert below_zero == pytest.approx(np.linalg.norm(np.minimum(L, 0)), rel=1e-12)  # measured before the clip
     assert delta == pytest.approx(np.linalg.norm(X - C), rel=1e-12)
     assert total == pytest.approx(X.sum(), rel=1e-12)
     assert norm == pytest.approx(np.linalg.norm(X), rel=1e-12)

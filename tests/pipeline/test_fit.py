@@ -191,5 +191,42 @@ def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
             fit(tmp_path, n_topics=4, rectifier="dc", name="dc")
     assert not (tmp_path / "model.zarr" / "dc").exists()
     assert open_model(tmp_path, "tiled").attrs["path"]["chosen"] == "tiled"
-    # both paths compute the same AP
+    # both paths compute the same AP, and measure the distance to {C >= 0} before the clip
     np.testing.assert_allclose(tiled.B, fits.B, atol=1e-8)
+    assert fits.trace["dist_nonnegative"][0] > 0
+    np.testing.assert_allclose(tiled.trace["dist_nonnegative"], fits.trace["dist_nonnegative"], rtol=1e-6, atol=1e-15)
+
+
+def test_non_convergence_is_a_warning_recorded_in_the_attrs(synthetic_root):
+    from jsmf_dask.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match=r"eigensolves stopped above the relative residual 1e-30"):
+        model = fit(synthetic_root, n_topics=5, iterations=3, eig_tol=1e-30, name="unconverged", overwrite=True)
+    (issue,) = open_model(str(synthetic_root), "unconverged").attrs["convergence"]
+    assert issue["step"] == "eigensolve" and issue["solves_above_tol"] == issue["of"] == 4
+    assert issue["max_residual"] > 1e-30
+    assert model.attrs["convergence"] == [issue]
+    converged = fit(synthetic_root, n_topics=5, iterations=3, name="converged", overwrite=True)
+    assert converged.attrs["convergence"] == []
+
+
+def test_eg_solver_and_psd_ending_through_fit(synthetic_root):
+    """The non-default B solver and last projection, on both paths, against the in-memory functions."""
+    store = open_cooccurrence(f"{synthetic_root}/cooc.zarr")
+    C = store.C[:]
+    candidates = store.D1[:] >= 10
+    for end_with in ("psd", "nonnegative"):
+        rect = rectify(C, 5, iterations=20, end_with=end_with)
+        anchors, _ = find_anchors(rect.C, 5, candidates=candidates)
+        for path in ("in-task", "tiled"):
+            solver = "eg" if end_with == "nonnegative" else "exact"
+            model = fit(synthetic_root, n_topics=5, iterations=20, end_with=end_with, solver=solver, path=path,
+                        name=f"{end_with}-{path}", overwrite=True)
+            np.testing.assert_array_equal(model.anchors, anchors)
+            np.testing.assert_allclose(model.B, recover(rect.C, anchors, solver=solver).B, atol=1e-7)
+            C_rect = open_model(str(synthetic_root), model.name).C_rect[:]
+            assert abs(C_rect.sum() - 1) < 1e-9
+            if end_with == "psd":  # exactly rank K, possibly slightly negative
+                assert np.linalg.matrix_rank(C_rect, tol=1e-10 * np.abs(C_rect).max()) == 5
+            else:
+                assert C_rect.min() >= 0
