@@ -1,7 +1,17 @@
-"""Computing dask collections with the progress display dask provides."""
+"""Computing dask collections with the progress display dask provides, and progress from inside a task.
+
+A long task (the in-task AP loop) reports its progress with :func:`report`;
+the driver receives it inside :func:`listen`. On a distributed cluster the
+messages travel as worker events (``Worker.log_event`` → ``Client.subscribe_topic``);
+with dask's local schedulers the task runs in the driver's process and the
+listener is called directly. Messages carry a channel name of the run, so two
+drivers on one scheduler never see each other's progress.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask
@@ -9,7 +19,10 @@ from dask.diagnostics import ProgressBar
 
 from jsmf_dask import config
 
-__all__ = ["compute", "active_client"]
+__all__ = ["compute", "active_client", "report", "listen"]
+
+_TOPIC = "jsmf-progress"
+_local_listeners: dict[str, Callable[[dict], None]] = {}
 
 
 def active_client():
@@ -50,3 +63,37 @@ def compute(*collections: Any) -> tuple[Any, ...]:
         with ProgressBar(minimum=1.0):
             return dask.compute(*collections, scheduler=scheduler)
     return dask.compute(*collections, scheduler=scheduler)
+
+
+def report(channel: str, message: dict) -> None:
+    """Send ``message`` from inside a task to the driver listening on ``channel`` (see :func:`listen`)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # not in a distributed worker: the driver's own process
+        listener = _local_listeners.get(channel)
+        if listener is not None:
+            listener(message)
+        return
+    worker.log_event(_TOPIC, {"channel": channel, **message})
+
+
+@contextlib.contextmanager
+def listen(channel: str, callback: Callable[[dict], None]) -> Iterator[None]:
+    """Call ``callback(message)`` for every :func:`report` on ``channel`` while the block runs."""
+    client = active_client()
+    _local_listeners[channel] = callback
+    if client is not None:
+        def handler(event) -> None:
+            _, message = event
+            if message.get("channel") == channel:
+                callback({k: v for k, v in message.items() if k != "channel"})
+
+        client.subscribe_topic(_TOPIC, handler)
+    try:
+        yield
+    finally:
+        _local_listeners.pop(channel, None)
+        if client is not None:
+            client.unsubscribe_topic(_TOPIC)

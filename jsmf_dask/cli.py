@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 
@@ -319,12 +320,39 @@ def _run_cooccur(args: argparse.Namespace) -> list[str]:
     ).lines()
 
 
+class _CycleProgress:
+    """Prints fit's AP cycles on stderr: every cycle on a terminal (one line, rewritten), else every ~5 s."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self, record) -> None:
+        now = time.monotonic()
+        final = record.cycle == record.of
+        if self.tty:
+            print("\r" + record.line(), end="\n" if final else "", file=sys.stderr, flush=True)
+        elif final or now - self.last >= 5.0:
+            print(record.line(), file=sys.stderr, flush=True)
+            self.last = now
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=sys.stderr, flush=True)
+
+
 def _run_fit(args: argparse.Namespace) -> list[str]:
-    result = fit(
-        args.root, n_topics=args.topics, rectifier=args.rectifier, iterations=args.iterations, tol=args.tol,
-        end_with=args.end_with, solver=args.solver, min_anchor_df=args.min_anchor_df, seed=args.seed,
-        name=args.name, path=args.path, warm_start=args.warm_start, overwrite=args.overwrite,
-    )
+    progress = None if args.quiet else _CycleProgress()
+    try:
+        result = fit(
+            args.root, n_topics=args.topics, rectifier=args.rectifier, iterations=args.iterations, tol=args.tol,
+            end_with=args.end_with, solver=args.solver, min_anchor_df=args.min_anchor_df, seed=args.seed,
+            name=args.name, path=args.path, warm_start=args.warm_start, overwrite=args.overwrite,
+            on_cycle=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
     head = [f"model {result.name}: {args.topics} topics, rectifier {args.rectifier}, {result.n_iter} iterations, "
             f"{result.attrs['path']['chosen']} path ({result.attrs['path']['reason']}); "
             f"written to {result.path} and {topics_path(args.root, result.name)}"]

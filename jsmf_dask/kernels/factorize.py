@@ -66,6 +66,7 @@ def rectify(
     dc_permutations: int = 30,
     rng: np.random.Generator | None = None,
     start: Eigenpairs | None = None,
+    on_cycle=None,
 ) -> Rectified:
     """Rectify ``C`` with AP, DC or nothing (the Baseline).
 
@@ -82,6 +83,8 @@ def rectify(
     rng : numpy.random.Generator, optional
     start : Eigenpairs, optional
         AP's warm start (e.g. the previous fit's ``Y`` when C was updated).
+    on_cycle : callable, optional
+        AP's progress callback (see :func:`~jsmf_dask.kernels.rectify.alternating_projection`).
 
     Returns
     -------
@@ -92,7 +95,8 @@ def rectify(
     if rectifier == "ap":
         op = DenseAP(C)
         iterate, eig, trace, n_iter = alternating_projection(
-            op, n, n_topics, iterations=iterations, tol=tol, eig_tol=eig_tol, rng=rng, start=start
+            op, n, n_topics, iterations=iterations, tol=tol, eig_tol=eig_tol, rng=rng, start=start,
+            on_cycle=on_cycle,
         )
         if end_with == "psd":
             Y, lam = eig.vectors, np.maximum(eig.values, 0.0)

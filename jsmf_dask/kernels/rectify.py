@@ -435,6 +435,7 @@ def alternating_projection(
     eig_tol: float = 1e-6,
     start: Eigenpairs | None = None,
     rng: np.random.Generator | None = None,
+    on_cycle: Callable[[int, int, float, float], None] | None = None,
 ) -> tuple[LowRankIterate, Eigenpairs, APTrace, int]:
     """Alternating projection PSD_K → NOR → NN (paper §3), on any :class:`APOperator`.
 
@@ -453,6 +454,9 @@ def alternating_projection(
     start : Eigenpairs, optional
         Warm start for the first eigensolve (e.g. a previous fit's ``Y``).
     rng : numpy.random.Generator, optional
+    on_cycle : callable, optional
+        Called after each cycle with ``(cycle, iterations, relative change,
+        seconds of the cycle)`` (progress reports).
 
     Returns
     -------
@@ -492,6 +496,8 @@ def alternating_projection(
         trace.eig_residual.append(eig.residual)
         trace.n_matmat.append(eig.n_matmat)
         trace.seconds.append(time.perf_counter() - started)
+        if on_cycle is not None:
+            on_cycle(t + 1, iterations, delta / norm_prev if norm_prev > 0 else 0.0, trace.seconds[-1])
         iterate = current
         n_iter = t + 1
     return iterate, eig, trace, n_iter

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dask
@@ -42,7 +44,7 @@ from jsmf_dask.stages.fit import (
     write_small,
 )
 
-__all__ = ["FitResult", "fit", "RECTIFIERS", "default_name", "write_topics"]
+__all__ = ["FitResult", "CycleRecord", "choose_path", "convergence_issues", "fit", "RECTIFIERS", "default_name", "write_topics"]
 
 RECTIFIERS = ("ap", "dc", "none")
 PATHS = ("auto", "in-task", "tiled")
@@ -103,6 +105,34 @@ class TiledAP:
         acc = np.sum([a for a, _ in parts], axis=0)
         CV = None if V is None else np.vstack([p for _, p in parts])
         return Comparison(float(np.sqrt(acc[0])), float(acc[1]), float(np.sqrt(acc[2])), CV, float(np.sqrt(acc[3])))
+
+
+@dataclass
+class CycleRecord:
+    """One AP cycle as reported to ``fit``'s ``on_cycle``."""
+
+    cycle: int
+    of: int
+    relative_change: float
+    seconds: float
+    eta: float  # seconds left at the mean pace so far, if every cycle up to ``of`` runs
+
+    def line(self) -> str:
+        return (f"fit: AP cycle {self.cycle}/{self.of}, relative change {self.relative_change:.3g}, "
+                f"{self.seconds:.2f} s/cycle, ETA {self.eta:.0f} s")
+
+
+def _cycle_records(on_cycle: Callable[[CycleRecord], None]) -> Callable[[dict], None]:
+    """A :func:`_progress.listen` callback turning cycle messages into :class:`CycleRecord` calls."""
+    spent: list[float] = []
+
+    def receive(message: dict) -> None:
+        spent.append(float(message["seconds"]))
+        eta = (message["of"] - message["cycle"]) * sum(spent) / len(spent)
+        on_cycle(CycleRecord(int(message["cycle"]), int(message["of"]), float(message["relative_change"]),
+                             float(message["seconds"]), eta))
+
+    return receive
 
 
 def _largest_memory(client) -> tuple[str | None, int, str]:
@@ -189,8 +219,15 @@ def _check_matrix(cooc_url: str, edges: np.ndarray) -> np.ndarray:
 
 
 def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: np.ndarray,
-                   candidates: np.ndarray | None, c_stats: np.ndarray) -> RectifyResult:
+                   candidates: np.ndarray | None, c_stats: np.ndarray, on_cycle=None) -> RectifyResult:
     """The tiled path; ``c_stats`` are the row statistics of C from :func:`_check_matrix`."""
+    relay = None
+    if on_cycle is not None:
+        records = _cycle_records(on_cycle)
+
+        def relay(cycle, of, change, seconds):
+            records({"cycle": cycle, "of": of, "relative_change": change, "seconds": seconds})
+
     n = int(edges[-1])
     rng = np.random.default_rng(params.seed)
     op = TiledAP(cooc_url, edges)
@@ -199,7 +236,7 @@ def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: 
     if params.rectifier == "ap":
         iterate, eig, ap_trace, n_iter = alternating_projection(
             op, n, params.n_topics, iterations=params.iterations, tol=params.tol, eig_tol=params.eig_tol, rng=rng,
-            start=params.start(),
+            start=params.start(), on_cycle=relay,
         )
         trace = ap_trace.as_arrays()
         if params.end_with == "psd":
@@ -248,6 +285,7 @@ def fit(
     eig_tol: float = 1e-6,
     warm_start: str | None = None,
     overwrite: bool = False,
+    on_cycle: Callable[[CycleRecord], None] | None = None,
 ) -> FitResult:
     """Fit a model from ``<root>/cooc.zarr``.
 
@@ -288,6 +326,9 @@ def fit(
         AP's first eigensolve (the refit after ``cooccur --update``).
     overwrite : bool, default=False
         Replace an existing model of the same name.
+    on_cycle : callable, optional
+        Called with a :class:`CycleRecord` after each AP cycle, on either path
+        (from inside the in-task path's task through worker events).
 
     Returns
     -------
@@ -350,11 +391,16 @@ def fit(
         if path == "in-task":
             worker = _fat_worker(client, in_task_memory(n))
             placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
+            channel = f"fit-{uuid.uuid4().hex}" if on_cycle is not None else None
             with dask.annotate(**placement):
-                task = rectify_in_task(store.url, tmp, params, candidates)
-            (result,) = _progress.compute(task)
+                task = rectify_in_task(store.url, tmp, params, candidates, progress=channel)
+            if channel is None:
+                (result,) = _progress.compute(task)
+            else:  # one task: its cycles are the progress, not dask's 0%/100% bar
+                with _progress.listen(channel, _cycle_records(on_cycle)), dask.config.set({"jsmf.progress": False}):
+                    (result,) = _progress.compute(task)
         else:
-            result = _rectify_tiled(store.url, tmp, params, edges, candidates, c_stats)
+            result = _rectify_tiled(store.url, tmp, params, edges, candidates, c_stats, on_cycle)
         Cbar_S = client.scatter(result.Cbar_S, broadcast=True) if client is not None else result.Cbar_S
         parts = _progress.compute(*recovery_tasks(tmp, result.p_word, Cbar_S, result.Cbar_S @ result.Cbar_S.T,
                                                    result.anchors, solver, block=config.get("fit.recover-block")))

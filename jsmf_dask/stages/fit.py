@@ -24,6 +24,7 @@ import numpy as np
 import zarr
 from threadpoolctl import threadpool_limits
 
+from jsmf_dask import _progress
 from jsmf_dask.io.model_store import write_array
 from jsmf_dask.io.zarr_store import zarr_store
 from jsmf_dask.kernels.factorize import find_anchors, rectify
@@ -97,8 +98,11 @@ def _write_tiled(url: str, name: str, X: np.ndarray) -> None:
 
 
 def _rectify_in_task(
-    cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None
+    cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None, progress: str | None
 ) -> RectifyResult:
+    def on_cycle(cycle: int, of: int, change: float, seconds: float) -> None:
+        _progress.report(progress, {"cycle": cycle, "of": of, "relative_change": change, "seconds": seconds})
+
     C = _read_dense(cooc_url, "C")
     # Workers run BLAS single-threaded; this task has the machine to itself, so it takes every core.
     with threadpool_limits(limits=os.cpu_count() or 1, user_api="blas"):
@@ -106,6 +110,7 @@ def _rectify_in_task(
             C, params.n_topics, rectifier=params.rectifier, iterations=params.iterations, tol=params.tol,
             end_with=params.end_with, eig_tol=params.eig_tol, dc_permutations=params.dc_permutations,
             rng=np.random.default_rng(params.seed), start=params.start(),
+            on_cycle=on_cycle if progress is not None else None,
         )
         del C
         C_rect = rect.C
@@ -119,14 +124,17 @@ def _rectify_in_task(
 
 
 def rectify_in_task(
-    cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None
+    cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None, *,
+    progress: str | None = None,
 ) -> dask.delayed:
     """One delayed task: load C, rectify, write ``C_rect`` to the model store, pick anchors.
 
-    BLAS inside the task uses every core of the worker's machine.
+    BLAS inside the task uses every core of the worker's machine. With
+    ``progress`` (a channel name), each AP cycle is reported there
+    (:func:`jsmf_dask._progress.report`).
     """
     return dask.delayed(_rectify_in_task, pure=False)(
-        cooc_url, model_url, params, candidates,
+        cooc_url, model_url, params, candidates, progress,
         dask_key_name=f"rectify-in-task-{params.rectifier}-{tokenize(cooc_url, model_url, params, candidates)}"
     )
 

@@ -179,13 +179,20 @@ def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
     synth(tmp_path, n_docs=600, n_words=80, n_topics=4, doc_length=40, seed=3)
     cooccur(tmp_path)
     with connect(n_workers=1, memory_limit="1GiB", dashboard=False):
-        fits = fit(tmp_path, n_topics=4, iterations=5, name="fits", min_anchor_df=0)
+        cycles = []  # progress per AP cycle, from inside the worker's task through worker events
+        fits = fit(tmp_path, n_topics=4, iterations=5, name="fits", min_anchor_df=0, on_cycle=cycles.append)
+        assert [c.cycle for c in cycles] == [1, 2, 3, 4, 5] and {c.of for c in cycles} == {5}
+        assert all(c.relative_change > 0 for c in cycles) and cycles[-1].relative_change < cycles[0].relative_change
+        assert cycles[-1].eta == 0 and cycles[0].eta > 0 and "fit: AP cycle 5/5" in cycles[-1].line()
         assert fits.attrs["path"]["chosen"] == "in-task"
         assert "fits" in fits.attrs["path"]["reason"]
         # a vocabulary whose dense C and iterates would need 10 GiB: more than the 1 GiB worker has
         monkeypatch.setattr(fit_module, "in_task_memory", lambda n: 10 * 2**30 + 0 * in_task_memory(n))
-        tiled = fit(tmp_path, n_topics=4, iterations=5, name="tiled", min_anchor_df=0)
+        tiled_cycles = []
+        tiled = fit(tmp_path, n_topics=4, iterations=5, name="tiled", min_anchor_df=0, on_cycle=tiled_cycles.append)
         assert tiled.attrs["path"]["chosen"] == "tiled"
+        np.testing.assert_allclose([c.relative_change for c in tiled_cycles], [c.relative_change for c in cycles],
+                                   rtol=1e-6)
         assert "needs about 10.00 GiB for N = 80; the largest worker" in tiled.attrs["path"]["reason"]
         with pytest.raises(StoreError, match=r"rectifier='dc' runs only in one task .* --memory-limit of at least 12\.5GiB"):
             fit(tmp_path, n_topics=4, rectifier="dc", name="dc")
