@@ -52,7 +52,7 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) 
     g.add_argument("--memory-limit", metavar="BYTES", help="LocalCluster memory per worker, e.g. 4GiB")
     g.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="give up on a --scheduler that has not completed the Dask handshake by then (default: 10)")
-    g.add_argument("--quiet", action="store_true", help="no progress bars")
+    g.add_argument("--quiet", action="store_true", help="print results only: no progress, no dashboard link")
     if overwrite:
         g.add_argument("--overwrite", action="store_true", help="replace this stage's existing output")
 
@@ -466,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n_workers=args.workers,
                 memory_limit=args.memory_limit,
                 connect_timeout=args.connect_timeout,
-                on_dashboard=lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
+                on_dashboard=None if args.quiet else lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
             ):
                 lines = _COMMANDS[args.command](args)
     except JSMFError as err:

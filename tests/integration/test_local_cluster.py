@@ -92,3 +92,38 @@ def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
         np.testing.assert_array_equal(m.arrays["anchors"], m0.arrays["anchors"])
         np.testing.assert_allclose(m.arrays["B"], m0.arrays["B"], rtol=0, atol=1e-10)
         np.testing.assert_allclose(m.arrays["A"], m0.arrays["A"], rtol=0, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_cli_prints_only_its_own_lines(tmp_path):
+    """No distributed logging, no worker tracebacks, no shutdown noise: on success and on an error inside a task."""
+    env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
+    cmd = [sys.executable, "-m", "jsmf_dask.cli"]
+    root = str(tmp_path / "run")
+    ok = subprocess.run(cmd + ["ingest", root, str(REUTERS_DOCWORD), "--workers", "2"], capture_output=True,
+                        text=True, env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert " INFO " not in ok.stderr and "Traceback" not in ok.stderr and "WARNING" not in ok.stderr
+    quiet = subprocess.run(cmd + ["cooccur", root, "--workers", "2", "--quiet"], capture_output=True, text=True,
+                           env=env, timeout=300)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr  # --quiet: results only
+    fitted = subprocess.run(cmd + ["fit", root, "--topics", "5", "--iterations", "20", "--workers", "2"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert fitted.returncode == 0, fitted.stderr
+    assert " INFO " not in fitted.stderr and "Traceback" not in fitted.stderr
+    assert "fit: AP cycle 20/20" in fitted.stderr  # progress per cycle from inside the worker's task
+    # malformed input found inside a task (pass 1 reads the docword file in a worker)
+    bad = tmp_path / "docword.bad.txt"
+    lines = REUTERS_DOCWORD.read_bytes()
+    import gzip
+
+    text = gzip.decompress(lines).decode().splitlines()
+    bad.write_text("\n".join(text[:50] + ["7 x 1"] + text[50:]) + "\n")
+    (tmp_path / "vocab.bad.txt").write_bytes((REUTERS_DOCWORD.parent / "vocab.reuters395.txt").read_bytes())
+    failed = subprocess.run(cmd + ["ingest", str(tmp_path / "bad-run"), str(bad), "--workers", "2"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert failed.returncode == 1
+    errors = [x for x in failed.stderr.splitlines() if x.startswith("jsmf: error:")]
+    assert errors == [f"jsmf: error: {bad}: line 51: field word is 'x'; expected an integer"], failed.stderr
+    assert "Traceback" not in failed.stderr and "Compute Failed" not in failed.stderr and " INFO " not in failed.stderr
+    assert not (tmp_path / "bad-run").exists()
