@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import time
 import warnings
@@ -434,8 +435,30 @@ _COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "r
 _LOCAL_ONLY = {"synth"}
 
 
+#: Python parameters whose CLI flag is not ``--`` + the name with dashes.
+_FLAGS = {"n_topics": "--topics", "n_docs": "--docs", "n_words": "--vocab", "iterations": "--iterations",
+          "models": "--model", "inputs": "INPUT", "root": "ROOT"}
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def _cli_words(message: str) -> str:
+    """A library message in the CLI's words: parameters become the flags that set them.
+
+    ``The 'n_topics' parameter of fit`` → ``--topics``; ``overwrite=True`` →
+    ``--overwrite``; ``path='tiled'`` → ``--path tiled``; ``min_anchor_df=10`` →
+    ``--min-anchor-df 10``.
+    """
+    message = re.sub(r"The '(\w+)' parameter of \w+", lambda m: _flag(m.group(1)), message)
+    message = re.sub(r"\b([a-z_]+)=True\b", lambda m: _flag(m.group(1)), message)
+    message = re.sub(r"\b([a-z_]+)='([\w.+-]+)'", lambda m: f"{_flag(m.group(1))} {m.group(2)}", message)
+    return re.sub(r"\b([a-z][a-z_]*)=(\d[\w.]*)", lambda m: f"{_flag(m.group(1))} {m.group(2)}", message)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"jsmf: warning: {message}", file=sys.stderr)
+    print(f"jsmf: warning: {_cli_words(str(message))}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -470,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ):
                 lines = _COMMANDS[args.command](args)
     except JSMFError as err:
-        print(f"jsmf: error: {err}", file=sys.stderr)
+        print(f"jsmf: error: {_cli_words(str(err))}", file=sys.stderr)
         return 1
     except OSError as err:
         print(f"jsmf: error: {err}", file=sys.stderr)

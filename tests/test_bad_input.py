@@ -184,7 +184,7 @@ def test_cli_reports_error_and_exit_status(tmp_path, capsys):
     assert err.startswith("jsmf: error: ") and "header NNZ=7" in err
     assert listing(tmp_path / "run") == []
     status = main(["ingest", str(tmp_path / "run"), docword, "--vocab-size", "0", "--scheduler", "synchronous"])
-    assert status == 1 and "'vocab_size' parameter" in capsys.readouterr().err
+    assert status == 1 and "jsmf: error: --vocab-size must be an int" in capsys.readouterr().err
     assert main(["cooccur", str(tmp_path / "nothing"), "--scheduler", "synchronous"]) == 1
     assert "vocabulary table does not exist" in capsys.readouterr().err
 
@@ -215,12 +215,12 @@ def _config(tmp: Path, text: str) -> str:
 
 
 CLI_CASES = [
-    ("fit-k-too-small", lambda r, t: ["fit", r, "--topics", "1"], r"'n_topics' parameter of fit must be an int"),
+    ("fit-k-too-small", lambda r, t: ["fit", r, "--topics", "1"], r"^jsmf: error: --topics must be an int in the range \[2, inf\)"),
     ("fit-k-too-large", lambda r, t: ["fit", r, "--topics", "80"], r"in the range \[2, 79\] for a vocabulary of 80"),
-    ("fit-iterations", lambda r, t: ["fit", r, "--topics", "3", "--iterations", "0"], r"'iterations' parameter"),
-    ("fit-tol", lambda r, t: ["fit", r, "--topics", "3", "--tol", "-1"], r"'tol' parameter of fit must be a float > 0"),
+    ("fit-iterations", lambda r, t: ["fit", r, "--topics", "3", "--iterations", "0"], r"--iterations must be an int"),
+    ("fit-tol", lambda r, t: ["fit", r, "--topics", "3", "--tol", "-1"], r"--tol must be a float > 0"),
     ("fit-anchor-floor", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "100000"],
-     r"only \d+ words occur in at least min_anchor_df=100000 documents"),
+     r"only \d+ words occur in at least --min-anchor-df 100000 documents"),
     ("fit-existing-model", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "0"],
      r"k3-ap already exists; pass --overwrite"),
     ("fit-no-store", lambda r, t: ["fit", str(t / "empty"), "--topics", "3"], r"co-occurrence store does not exist"),
@@ -229,8 +229,8 @@ CLI_CASES = [
     ("infer-unknown-model", lambda r, t: ["infer", r, "--model", "nope"], r"nope: no such model"),
     ("infer-ambiguous-model", lambda r, t: ["infer", r], r"choose a model with --model; fitted models: \['k3-ap', 'k3-dc'\]"),
     ("compare-method", lambda r, t: ["compare", r, "--topics", "3", "--methods", "lda"],
-     r"'methods' parameter of compare must be a non-empty list"),
-    ("compare-topics", lambda r, t: ["compare", r, "--topics", "1"], r"'topics' parameter of compare must be"),
+     r"--methods must be a non-empty list"),
+    ("compare-topics", lambda r, t: ["compare", r, "--topics", "1"], r"--topics must be"),
     ("run-no-config", lambda r, t: ["run", str(t / "none.toml")], r"none\.toml: no such config file"),
     ("run-unknown-key", lambda r, t: ["run", _config(t, f'root = "{r}"\n[cooccur]\ntile = 3\n')],
      r"bad\.toml: \[cooccur\]: unknown key 'tile'"),
@@ -251,7 +251,7 @@ CLI_CASES = [
     ("warm-start-unknown", lambda r, t: ["fit", r, "--topics", "3", "--name", "x", "--warm-start", "nope"],
      r"nope: no such model"),
     ("warm-start-other-k", lambda r, t: ["fit", r, "--topics", "4", "--name", "x", "--warm-start", "k3-ap",
-                                         "--min-anchor-df", "0"], r"warm_start='k3-ap' has no eigenvectors of shape"),
+                                         "--min-anchor-df", "0"], r"--warm-start k3-ap has no eigenvectors of shape"),
 ]
 
 

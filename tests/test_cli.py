@@ -34,7 +34,8 @@ def test_fit_errors_exit_1_and_write_nothing(tmp_path, capsys):
     before = listing(tmp_path / "run")
     capsys.readouterr()
     assert main(["fit", root, "--topics", "50", *LOCAL]) == 1
-    assert "'n_topics' parameter of fit must be an int in the range [2, 49]" in capsys.readouterr().err
+    # the CLI names its flags, not the Python parameters
+    assert "jsmf: error: --topics must be an int in the range [2, 49]" in capsys.readouterr().err
     assert main(["fit", root, "--topics", "1", *LOCAL]) == 1
     assert listing(tmp_path / "run") == before
     assert main(["fit", str(tmp_path / "nowhere"), "--topics", "3", *LOCAL]) == 1
@@ -78,7 +79,7 @@ def test_evaluate_report_infer_errors_exit_1(tmp_path, capsys):
     assert main(["evaluate", root, "--model", "k9-ap", *LOCAL]) == 1
     assert "k9-ap: no such model" in capsys.readouterr().err
     assert main(["compare", root, "--topics", "3", "--methods", "ap,lda", *LOCAL]) == 1
-    assert "'methods' parameter of compare must be" in capsys.readouterr().err
+    assert "--methods must be" in capsys.readouterr().err
     import pytest
 
     with pytest.raises(SystemExit) as exit_info:  # argparse: not a list of ints

@@ -111,7 +111,7 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     recover_interrupted(final)
     if fs.exists(path) and not overwrite:
         raise StoreError(
-            f"{final} already exists; pass --overwrite (overwrite=True) to replace it"
+            f"{final} already exists; pass overwrite=True to replace it"
         )
     parent, name = posixpath.split(path.rstrip("/"))
     token = uuid.uuid4().hex[:12]

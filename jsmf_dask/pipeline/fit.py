@@ -155,7 +155,7 @@ def _fat_worker(client, need: int) -> str | None:
         raise StoreError(
             f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; {where} has a memory "
             f"limit of {limit / 2**30:.1f} GiB. Start a worker with --memory-limit of at least "
-            f"{need / IN_TASK_SHARE / 2**30:.1f}GiB, or use path='tiled' (--path tiled)."
+            f"{need / IN_TASK_SHARE / 2**30:.1f}GiB, or use path='tiled'."
         )
     return addr
 
