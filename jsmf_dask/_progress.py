@@ -28,8 +28,14 @@ _local_listeners: dict[str, Callable[[dict], None]] = {}
 def active_client():
     """The :class:`distributed.Client` that graphs will run on, or None when dask runs locally.
 
-    None also when a client exists but ``dask.config`` selects a local scheduler.
+    None also when a client exists but ``dask.config`` selects a local
+    scheduler. Inside ``connect(lazy=True)`` this starts the LocalCluster.
     """
+    from jsmf_dask.cluster import start_pending_cluster
+
+    pending = start_pending_cluster()
+    if pending is not None:
+        return pending
     try:
         from distributed import default_client
 

@@ -489,6 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n_workers=args.workers,
                 memory_limit=args.memory_limit,
                 connect_timeout=args.connect_timeout,
+                lazy=True,  # the stage checks its inputs first: a bad one fails without starting a cluster
                 on_dashboard=None if args.quiet else lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
             ):
                 lines = _COMMANDS[args.command](args)

@@ -22,7 +22,7 @@ import psutil
 
 from jsmf_dask.exceptions import ClusterError
 
-__all__ = ["LOCAL_SCHEDULERS", "connect"]
+__all__ = ["LOCAL_SCHEDULERS", "connect", "start_pending_cluster"]
 
 #: Addresses that select one of dask's single-machine schedulers instead of a cluster.
 LOCAL_SCHEDULERS = ("synchronous", "threads")
@@ -84,6 +84,7 @@ def connect(
     dashboard: bool = True,
     on_dashboard=None,
     connect_timeout: float = 10.0,
+    lazy: bool = False,
 ) -> Iterator[object]:
     """Run the enclosed stages on a cluster.
 
@@ -103,13 +104,17 @@ def connect(
         Called with the dashboard link once the cluster is up.
     connect_timeout : float, default=10
         Seconds to wait for an existing scheduler.
+    lazy : bool, default=False
+        Start the LocalCluster only when the first graph is computed, so that
+        whatever the enclosed code checks first (paths, stores, parameters)
+        fails fast without one (what the CLI does).
 
     Yields
     ------
     distributed.Client or None
-        None for the local schedulers.
+        None for the local schedulers, and for a LocalCluster not started yet
+        (``lazy``).
     """
-    from distributed import Client, LocalCluster
 
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     if scheduler in LOCAL_SCHEDULERS:
@@ -123,25 +128,71 @@ def connect(
                 on_dashboard(client.dashboard_link)
             yield client
         return
-    cores = os.cpu_count() or 1
-    n_workers = n_workers or cores
-    if memory_limit is None:
-        memory_limit = int(psutil.virtual_memory().total * 0.9 / n_workers)
-    env = {var: "1" for var in _BLAS_VARS}
-    # workers import distributed (which sets its loggers from dask's config) before anything else runs there
-    level = logging.getLevelName(logging.getLogger("distributed").getEffectiveLevel())
-    env["DASK_LOGGING__DISTRIBUTED"] = level.lower() if isinstance(level, str) else "info"
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
-        with LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit=memory_limit,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",  # a free loopback port (None would mean the default :8787)
-        ) as cluster, Client(cluster) as client, dask.config.set(scheduler="dask.distributed"):
-            if logging.getLogger("distributed").getEffectiveLevel() > logging.INFO:
-                client.run(_quiet_task_failures)
-            if on_dashboard is not None and dashboard:
-                on_dashboard(client.dashboard_link)
-            yield client
+    cluster = _LocalClusterOnDemand(n_workers, memory_limit, on_dashboard if dashboard else None)
+    try:
+        if lazy:
+            # a callable scheduler: the first graph computed starts the cluster
+            with dask.config.set(scheduler=cluster.get):
+                yield None
+        else:
+            with dask.config.set(scheduler="dask.distributed"):
+                yield cluster.start()
+    finally:
+        cluster.close()
+
+
+def start_pending_cluster():
+    """Start the LocalCluster of an enclosing ``connect(lazy=True)`` now, and return its client (else None)."""
+    getter = dask.config.get("scheduler", None)
+    owner = getattr(getter, "__self__", None)
+    return owner.start() if isinstance(owner, _LocalClusterOnDemand) else None
+
+
+class _LocalClusterOnDemand:
+    """The embedded LocalCluster, started by :meth:`start` (at once, or by the first graph computed)."""
+
+    def __init__(self, n_workers: int | None, memory_limit, on_dashboard) -> None:
+        self.n_workers = n_workers or os.cpu_count() or 1
+        self.memory_limit = memory_limit
+        self.on_dashboard = on_dashboard
+        self._stack = contextlib.ExitStack()
+        self._client = None
+
+    def start(self):
+        """Start the cluster and its client (idempotent); returns the client."""
+        if self._client is not None:
+            return self._client
+        from distributed import Client, LocalCluster
+
+        memory_limit = self.memory_limit
+        if memory_limit is None:
+            memory_limit = int(psutil.virtual_memory().total * 0.9 / self.n_workers)
+        env = {var: "1" for var in _BLAS_VARS}
+        # workers import distributed (which sets its loggers from dask's config) before anything else runs there
+        level = logging.getLevelName(logging.getLogger("distributed").getEffectiveLevel())
+        env["DASK_LOGGING__DISTRIBUTED"] = level.lower() if isinstance(level, str) else "info"
+        # the nannies hand this config to their workers: it must not hold the callable scheduler of lazy mode
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": env, "scheduler": "dask.distributed"}):
+            cluster = self._stack.enter_context(LocalCluster(
+                n_workers=self.n_workers,
+                threads_per_worker=1,
+                processes=True,
+                memory_limit=memory_limit,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",  # a free loopback port (None would mean the default :8787)
+            ))
+        client = self._stack.enter_context(Client(cluster))
+        if logging.getLogger("distributed").getEffectiveLevel() > logging.INFO:
+            client.run(_quiet_task_failures)
+        if self.on_dashboard is not None:
+            self.on_dashboard(client.dashboard_link)
+        self._client = client
+        return client
+
+    def get(self, dsk, keys, **kwargs):
+        """A dask scheduler ``get``: starts the cluster, then runs the graph on it."""
+        return self.start().get(dsk, keys, **kwargs)
+
+    def close(self) -> None:
+        self._stack.close()
+        self._client = None

@@ -219,11 +219,13 @@ CLI_CASES = [
     ("fit-k-too-large", lambda r, t: ["fit", r, "--topics", "80"], r"in the range \[2, 79\] for a vocabulary of 80"),
     ("fit-iterations", lambda r, t: ["fit", r, "--topics", "3", "--iterations", "0"], r"--iterations must be an int"),
     ("fit-tol", lambda r, t: ["fit", r, "--topics", "3", "--tol", "-1"], r"--tol must be a float > 0"),
-    ("fit-anchor-floor", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "100000"],
+    ("fit-anchor-floor", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "100000", "--name", "new"],
      r"only \d+ words occur in at least --min-anchor-df 100000 documents"),
     ("fit-existing-model", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "0"],
      r"k3-ap already exists; pass --overwrite"),
     ("fit-no-store", lambda r, t: ["fit", str(t / "empty"), "--topics", "3"], r"co-occurrence store does not exist"),
+    ("refine-existing-output", lambda r, t: ["refine", r, "--model", "k3-ap", "--name", "k3-dc"],
+     r"k3-dc already exists; pass --overwrite"),
     ("evaluate-unknown-model", lambda r, t: ["evaluate", r, "--model", "nope"], r"nope: no such model; fitted models"),
     ("report-unknown-model", lambda r, t: ["report", r, "--model", "nope"], r"no model named 'nope'"),
     ("infer-unknown-model", lambda r, t: ["infer", r, "--model", "nope"], r"nope: no such model"),
@@ -256,17 +258,28 @@ CLI_CASES = [
 
 
 @pytest.mark.parametrize("make_args,match", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
-def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, make_args, match):
+def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, monkeypatch, make_args, match):
     import re
 
-    args = make_args(str(fitted), tmp_path)
-    if "--scheduler" not in args:
-        args += ["--scheduler", "synchronous"]
+    import time
+
+    from jsmf_dask import cluster
+
+    started = []
+    real_start = cluster._LocalClusterOnDemand.start
+    monkeypatch.setattr(cluster._LocalClusterOnDemand, "start", lambda self: started.append(1) or real_start(self))
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    args = make_args(str(fitted), tmp_path)  # on the embedded default: a LocalCluster, started on demand
     before, before_tmp = listing(fitted), listing(tmp_path)
+    t0 = time.perf_counter()
     assert main([*args, "--quiet"]) == 1
+    seconds = time.perf_counter() - t0
     err = capsys.readouterr().err
     assert err.startswith("jsmf: error: ") and re.search(match, err), err
     assert listing(fitted) == before and listing(tmp_path) == before_tmp
+    # refused before any cluster starts, and fast (the checks read metadata, not data)
+    assert not started
+    assert seconds < 2.0
 
 
 @pytest.mark.parametrize("args,match", [

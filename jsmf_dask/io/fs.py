@@ -25,7 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from jsmf_dask.exceptions import StoreError
 
-__all__ = ["get_fs", "arrow_fs", "join", "is_local", "staged_output", "remove", "write_file", "check_committed",
+__all__ = ["get_fs", "arrow_fs", "join", "is_local", "staged_output", "refuse_existing", "remove", "write_file", "check_committed",
            "recover_interrupted", "COMMITTED"]
 
 #: The object written last into a committed output on an object store.
@@ -79,6 +79,18 @@ def write_file(url: str, data: bytes | str) -> None:
         fs.invalidate_cache(parent)
 
 
+def refuse_existing(final: str, *, overwrite: bool = False) -> None:
+    """:class:`StoreError` when ``final`` exists and ``overwrite`` is False.
+
+    Stages call it before any work, so that an existing output is refused at
+    once; :func:`staged_output` checks again when it commits.
+    """
+    final = os.fspath(final)
+    fs, path = get_fs(final)
+    if not overwrite and fs.exists(path):
+        raise StoreError(f"{final} already exists; pass overwrite=True to replace it")
+
+
 @contextlib.contextmanager
 def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     """Yield a temporary location for ``final``; rename it into place on success.
@@ -109,10 +121,7 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     final = os.fspath(final)
     fs, path = get_fs(final)
     recover_interrupted(final)
-    if fs.exists(path) and not overwrite:
-        raise StoreError(
-            f"{final} already exists; pass overwrite=True to replace it"
-        )
+    refuse_existing(final, overwrite=overwrite)
     parent, name = posixpath.split(path.rstrip("/"))
     token = uuid.uuid4().hex[:12]
     tmp_path = posixpath.join(parent, f".{name}.tmp-{token}")

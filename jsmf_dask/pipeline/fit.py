@@ -21,7 +21,7 @@ import zarr
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
-from jsmf_dask.io.fs import staged_output, write_file
+from jsmf_dask.io.fs import refuse_existing, staged_output, write_file
 from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, open_model, topics_path
 from jsmf_dask.io.parquet import corpus_dir, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
@@ -360,10 +360,16 @@ def fit(
             f"{store.url}: its vocab_hash differs from {corpus_dir(root)}/vocab.parquet; the corpus changed "
             "after C was built: rerun `jsmf cooccur --overwrite`"
         )
+    n_docs = int(store.attrs["n_docs"])
+    if n_topics > n_docs:
+        raise InvalidParameterError(
+            f"The 'n_topics' parameter of fit must be at most the {n_docs} documents C was built from (each topic "
+            f"needs documents that show it). Got {n_topics} instead."
+        )
     name = name or default_name(n_topics, rectifier)
+    refuse_existing(model_path(root, name), overwrite=overwrite)
     tile = int(store.attrs["tile_size"])
     edges = word_block_edges(n, tile)
-    c_stats = _check_matrix(store.url, edges)
     doc_freq = store.D1[:]
     candidates = doc_freq >= min_anchor_df
     if candidates.sum() < n_topics:
@@ -381,6 +387,7 @@ def fit(
                 f"(got {None if start_Y is None else start_Y.shape}); fit it with the same K on this vocabulary"
             )
     params = RectifyParams(n_topics, rectifier, iterations, tol, end_with, eig_tol, seed, start_Y=start_Y)
+    c_stats = _check_matrix(store.url, edges)  # the first pass over C: after every check that needs none
     client = _progress.active_client()
     path_reason = f"path={path!r} was asked for"
     if path == "auto":

@@ -28,7 +28,7 @@ import zarr
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
-from jsmf_dask.io.fs import get_fs, join, remove, staged_output
+from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, topics_path, write_array
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
@@ -166,6 +166,7 @@ def refine(
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "refine")
     name = name or default_refined_name(model)
     source = open_model(root, model)
+    refuse_existing(model_path(root, name), overwrite=overwrite)
     corpus = corpus_dir(root)
     vocab = read_vocabulary(corpus)
     words = vocab.column("word").to_pylist()

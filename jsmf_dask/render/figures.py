@@ -9,12 +9,8 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy.spatial import ConvexHull, QhullError  # noqa: E402
+import numpy as np
+from scipy.spatial import ConvexHull, QhullError
 
 __all__ = ["metric_curves", "anchor_hull", "topic_topic_heatmaps", "ap_trace", "topic_list"]
 
@@ -28,10 +24,20 @@ _LABELS = {
 }
 
 
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend, imported on first use (it costs ~0.5 s of every CLI start)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
     return buf.getvalue()
 
 
@@ -46,7 +52,7 @@ def metric_curves(rows: Sequence[Mapping], metrics: Sequence[str]) -> bytes:
     """
     methods = list(dict.fromkeys(r["method"] for r in rows))
     cols = 3
-    fig, axes = plt.subplots((len(metrics) + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.2 * ((len(metrics) + 2) // 3)),
+    fig, axes = _pyplot().subplots((len(metrics) + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.2 * ((len(metrics) + 2) // 3)),
                              squeeze=False)
     for ax, metric in zip(axes.flat, metrics, strict=False):
         for method in methods:
@@ -74,7 +80,7 @@ def anchor_hull(spaces: Mapping[str, np.ndarray], anchors: np.ndarray) -> bytes:
         Each space's 2-D projection of every word (e.g. original and rectified).
     anchors : ndarray, shape (K,)
     """
-    fig, axes = plt.subplots(1, len(spaces), figsize=(5.5 * len(spaces), 5), squeeze=False)
+    fig, axes = _pyplot().subplots(1, len(spaces), figsize=(5.5 * len(spaces), 5), squeeze=False)
     for ax, (title, xy) in zip(axes.flat, spaces.items(), strict=True):
         ax.scatter(xy[:, 0], xy[:, 1], s=3, c="0.55", alpha=0.5, label="words", rasterized=True)
         S = xy[anchors]
@@ -96,7 +102,7 @@ def anchor_hull(spaces: Mapping[str, np.ndarray], anchors: np.ndarray) -> bytes:
 
 def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
     """The analogue of the paper's Figure 3: each topic–topic matrix as a heat map (own scale, centred at 0)."""
-    fig, axes = plt.subplots(1, len(matrices), figsize=(4.8 * len(matrices), 4), squeeze=False)
+    fig, axes = _pyplot().subplots(1, len(matrices), figsize=(4.8 * len(matrices), 4), squeeze=False)
     for ax, (title, A) in zip(axes.flat, matrices.items(), strict=True):
         vmax = float(np.nanmax(np.abs(A))) or 1.0
         im = ax.imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
@@ -111,7 +117,7 @@ def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
 
 def ap_trace(trace: Mapping[str, np.ndarray]) -> bytes:
     """AP's convergence: ‖ΔC‖ and the distance to PSD_K per iteration (log scale)."""
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = _pyplot().subplots(figsize=(6.5, 4))
     for key, label in (("delta", "‖C_t − C_{t−1}‖_F"), ("dist_psd", "distance of C_t to PSD_K")):
         values = np.asarray(trace.get(key, []), dtype=np.float64)
         if values.size:
@@ -127,7 +133,7 @@ def ap_trace(trace: Mapping[str, np.ndarray]) -> bytes:
 def topic_list(topics: Sequence[tuple[str | None, Sequence[str]]], title: str, n_words: int = 10) -> bytes:
     """Topics as text: the anchor word (in red, if any) then the top words, one line per topic."""
     height = 0.8 + 0.24 * len(topics)
-    fig, ax = plt.subplots(figsize=(11, height))
+    fig, ax = _pyplot().subplots(figsize=(11, height))
     ax.axis("off")
     ax.set_title(title, fontsize=10, loc="left")
     for i, (anchor, words) in enumerate(topics):

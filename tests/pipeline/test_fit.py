@@ -237,3 +237,11 @@ def test_eg_solver_and_psd_ending_through_fit(synthetic_root):
                 assert np.linalg.matrix_rank(C_rect, tol=1e-10 * np.abs(C_rect).max()) == 5
             else:
                 assert C_rect.min() >= 0
+
+
+def test_more_topics_than_documents_is_refused_before_any_work(tmp_path):
+    synth(tmp_path, n_docs=6, n_words=30, n_topics=2, doc_length=40, seed=1)
+    cooccur(tmp_path)
+    with pytest.raises(InvalidParameterError, match=r"at most the 6 documents C was built from .* Got 7 instead"):
+        fit(tmp_path, n_topics=7, min_anchor_df=0)
+    assert not (tmp_path / "model.zarr" / "k7-ap").exists()
