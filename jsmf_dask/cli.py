@@ -132,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="stop list, one word a line (default: the shipped English list)")
     stop.add_argument("--no-stopwords", action="store_true", help="keep stop words")
     p.add_argument("--min-word-length", type=int, default=3, help="shortest token kept from text (default: 3)")
+    p.add_argument("--encoding", default="utf-8",
+                   help="encoding of text, JSONL, CSV and baskets input, decoded strictly: binary or undecodable "
+                   "input is refused with the file name (default: utf-8; e.g. latin-1)")
     p.add_argument("--user-column", help="ratings: user column (default: first column)")
     p.add_argument("--item-column", help="ratings: item column (default: second column)")
     p.add_argument("--rating-column", help="ratings: rating column (default: third column)")
@@ -310,6 +313,7 @@ def _run_ingest(args: argparse.Namespace) -> list[str]:
         row_group_size=args.row_group_size,
         overwrite=args.overwrite,
         append=args.append,
+        encoding=args.encoding,
     )
     return report.lines()
 

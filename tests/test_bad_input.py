@@ -79,6 +79,21 @@ INGEST_CASES = [
          InputError, r"docs\.jsonl: line 2: not valid JSON"),
     Case("missing-text-field", lambda t: _jsonl(t, ['{"id": "a", "body": "x"}']), InputError,
          r"docs\.jsonl: line 1: no field 'text'"),
+    Case("latin1-jsonl", lambda t: _bytes(t, "docs.jsonl", '{"text": "un café noir, très fort"}\n'.encode("latin-1")),
+         InputError, r"docs\.jsonl: line 1: byte \d+: not valid utf-8 .* pass --encoding"),
+    Case("latin1-text-file", lambda t: _text_dir(t, {"a.txt": "naïve text here".encode("latin-1")}),
+         InputError, r"texts/a\.txt: byte 2: not valid utf-8"),
+    Case("binary-file-in-directory", lambda t: _text_dir(t, {"a.txt": b"plain words in a file",
+                                                            "b.bin": bytes(range(256)) * 4}),
+         InputError, r"texts/b\.bin: binary data \(NUL byte at 0\); expected a text file"),
+    Case("latin1-tar-member", lambda t: _tarball(t, {"x/a.txt": "déjà vu".encode("latin-1")}),
+         InputError, r"docs\.tar: member x/a\.txt: byte 1: not valid utf-8"),
+    Case("latin1-baskets", lambda t: {**_bytes(t, "b.txt", "crème,brûlée\n".encode("latin-1")), "format": "baskets"},
+         InputError, r"b\.txt: line 1: byte 2: not valid utf-8"),
+    Case("uci-directory-with-other-files", lambda t: _uci_dir(t, extra={"notes.md": b"hello"}),
+         InputError, r"uci: directory holds UCI bag-of-words files \(docword\.t\.txt, vocab\.t\.txt\) and other files"),
+    Case("unknown-encoding", lambda t: {**_bytes(t, "d.jsonl", b'{"text": "x"}\n'), "encoding": "klingon"},
+         InvalidParameterError, r"The 'encoding' parameter of ingest must name a Python codec"),
     Case("rating-not-a-number", lambda t: _ratings(t, "u,i,r\na,x,4\nb,y,lots\n"), InputError,
          r"ratings\.csv: line 3: field r is 'lots'; expected a number"),
     Case("rating-negative", lambda t: _ratings(t, "u,i,r\na,x,4\nb,y,-1\n"), InputError,
@@ -86,6 +101,41 @@ INGEST_CASES = [
     Case("rating-repeated", lambda t: _ratings(t, "u,i,r\na,x,4\na,x,3\n"), InputError,
          r"ratings\.csv: line 3: user 'a' rates item 'x' again \(first at .*ratings\.csv line 2\)"),
 ]
+
+
+def _bytes(t: Path, name: str, data: bytes) -> dict:
+    path = t / name
+    path.write_bytes(data)
+    return {"inputs": [str(path)], "min_doc_tokens": 1, "min_doc_words": 1}
+
+
+def _text_dir(t: Path, files: dict[str, bytes]) -> dict:
+    for name, data in files.items():
+        (t / "texts").mkdir(exist_ok=True)
+        (t / "texts" / name).write_bytes(data)
+    return {"inputs": [str(t / "texts")], "min_doc_tokens": 1, "min_doc_words": 1}
+
+
+def _tarball(t: Path, members: dict[str, bytes]) -> dict:
+    import io
+    import tarfile
+
+    with tarfile.open(t / "docs.tar", "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return {"inputs": [str(t / "docs.tar")], "min_doc_tokens": 1, "min_doc_words": 1}
+
+
+def _uci_dir(t: Path, extra: dict[str, bytes] | None = None) -> dict:
+    d = t / "uci"
+    d.mkdir()
+    (d / "docword.t.txt").write_text("2\n4\n4\n1 1 3\n1 2 2\n2 3 4\n2 4 1\n")
+    (d / "vocab.t.txt").write_text("\n".join(VOCAB) + "\n")
+    for name, data in (extra or {}).items():
+        (d / name).write_bytes(data)
+    return {"inputs": [str(d)], "min_doc_tokens": 1, "min_doc_words": 1}
 
 
 def _corrupt_gzip(t: Path) -> dict:

@@ -9,6 +9,7 @@ words dropped. word_id is the tf·idf rank.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import posixpath
@@ -115,17 +116,39 @@ def load_stopwords(stopwords: str | Sequence[str] | None) -> frozenset[str]:
     return frozenset(stopwords)
 
 
-def _detect_format(inputs: Sequence[str]) -> str:
-    kinds = set()
+_DOCWORD = re.compile(r"docword\..*\.txt(\.gz|\.bz2|\.xz)?$")
+_UCI_FILE = re.compile(r"(docword|vocab)\..*\.txt(\.gz|\.bz2|\.xz)?$")
+
+
+def _detect_format(inputs: Sequence[str]) -> tuple[str, list[str]]:
+    """``format='auto'``: UCI for docword files (or a directory of UCI files: its docword files), else text.
+
+    Returns the format and the inputs to read (a UCI directory is replaced by
+    its docword files). A directory mixing UCI files with others is refused
+    rather than read as raw text.
+    """
+    kinds, expanded = set(), []
     for url in inputs:
         name = posixpath.basename(url.rstrip("/")).lower()
-        if re.match(r"docword\..*\.txt(\.gz|\.bz2|\.xz)?$", name):
-            kinds.add("uci")
-        else:
-            kinds.add("text")
+        fs, path = get_fs(url)
+        if fs.isdir(path):
+            names = sorted(posixpath.basename(p) for p in fs.find(path) if not posixpath.basename(p).startswith("."))
+            uci = [n for n in names if _UCI_FILE.match(n.lower())]
+            if uci:
+                docwords = [n for n in uci if _DOCWORD.match(n.lower())]
+                if len(uci) != len(names) or not docwords:
+                    raise InputError(
+                        f"{url}: directory holds UCI bag-of-words files ({', '.join(uci[:4])}) and other files; "
+                        "pass the docword.*.txt[.gz] file itself, or a directory of text files only"
+                    )
+                kinds.add("uci")
+                expanded += [join(url, n) for n in docwords]
+                continue
+        kinds.add("uci" if _DOCWORD.match(name) else "text")
+        expanded.append(url)
     if len(kinds) != 1:
         raise InputError(f"inputs {list(inputs)} mix UCI docword files and other files; ingest them separately")
-    return kinds.pop()
+    return kinds.pop(), expanded
 
 
 @dataclass
@@ -200,6 +223,7 @@ def ingest(
     row_group_size: int | None = None,
     overwrite: bool = False,
     append: bool = False,
+    encoding: str = "utf-8",
 ) -> IngestReport:
     """Read raw input, curate the vocabulary and write the corpus under ``<root>/corpus``.
 
@@ -243,6 +267,10 @@ def ingest(
         does not apply): the nightly path, followed by ``cooccur(update=True)``.
         A doc_id already in the corpus is refused. The old shards are linked
         (local) or copied into the new corpus, committed as one rename.
+    encoding : str, default='utf-8'
+        Encoding of text, JSONL, CSV and baskets input. Decoding is strict
+        everywhere: a binary file or bytes invalid in this encoding are an
+        :class:`InputError` naming the file (and line), never replaced.
 
     Returns
     -------
@@ -257,6 +285,11 @@ def ingest(
     """
     owner = "ingest"
     check_option(format, "format", owner, FORMATS)
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError):
+        raise InvalidParameterError(f"The 'encoding' parameter of ingest must name a Python codec such as "
+                                    f"'utf-8' or 'latin-1'. Got {encoding!r} instead.") from None
     check_int(vocab_size, "vocab_size", owner, low=1, allow_none=True)
     check_int(min_doc_tokens, "min_doc_tokens", owner, low=1)
     check_int(min_doc_words, "min_doc_words", owner, low=1)
@@ -269,7 +302,7 @@ def ingest(
         raise InputError("no input given; expected at least one file or directory")
     inputs = [os.fspath(u) for u in inputs]
     if format == "auto":
-        format = _detect_format(inputs)
+        format, inputs = _detect_format(inputs)
     if format in ("ratings", "baskets") and stopwords == "english":
         stopwords = None
     stop = load_stopwords(stopwords)
@@ -289,7 +322,7 @@ def ingest(
         partitions, source_words = _partitions(
             format, inputs, scratch, vocab=vocab, doc_ids=doc_ids, text_column=text_column,
             id_column=id_column, min_word_length=min_word_length, ratings_columns=ratings_columns,
-            delimiter=delimiter, block_size=docs_per_shard,
+            delimiter=delimiter, block_size=docs_per_shard, encoding=encoding,
         )
         n_terms = len(source_words) if source_words is not None else None
         staged = stage_raw_blocks(partitions, scratch, n_terms)
@@ -411,7 +444,7 @@ def ingest(
 
 
 def _partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id_column, min_word_length,
-                ratings_columns, delimiter, block_size):
+                ratings_columns, delimiter, block_size, encoding):
     if format == "uci":
         if vocab is None:
             vocabs = {uci_vocab_for(u) for u in inputs}
@@ -422,14 +455,14 @@ def _partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id_colu
     if format == "text":
         parts = text_partitions(
             inputs, text_column=text_column, id_column=id_column,
-            options=TextOptions(min_word_length=min_word_length), block_size=block_size,
+            options=TextOptions(min_word_length=min_word_length, encoding=encoding), block_size=block_size,
             files_per_partition=config.get("ingest.files-per-partition"),
         )
         return parts, None
     if format == "baskets":
         if not delimiter:
             raise InputError("the baskets delimiter is empty; expected a separator such as ','")
-        return baskets_partitions(inputs, delimiter=delimiter, block_size=block_size), None
+        return baskets_partitions(inputs, delimiter=delimiter, block_size=block_size, encoding=encoding), None
     n_buckets = int(ratings_buckets(inputs))
     (bucket_files,) = _progress.compute(partition_ratings(inputs, ratings_columns, scratch, n_buckets))
     parts = []

@@ -185,7 +185,30 @@ def test_existing_corpus_needs_overwrite(tmp_path):
     ingest(tmp_path / "run", [str(docword)])
     from jsmf_dask.exceptions import StoreError
 
-    with pytest.raises(StoreError, match="already exists; pass --overwrite"):
+    with pytest.raises(StoreError, match="already exists; pass overwrite=True"):
         ingest(tmp_path / "run", [str(docword)])
     ingest(tmp_path / "run", [str(docword)], overwrite=True)
     assert np.array_equal(sorted(stored_docs(tmp_path / "run")), ["1"])
+
+
+def test_other_encodings_are_read_when_named(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    lines = ['{"id": "a", "text": "un café noir café crème café"}', '{"id": "b", "text": "crème brûlée crème café noir"}']
+    path.write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
+    ingest(tmp_path / "run", [str(path)], id_column="id", encoding="latin-1", stopwords=None, min_doc_tokens=1,
+           min_doc_words=1)
+    words = set(read_vocabulary(str(tmp_path / "run" / "corpus")).column("word").to_pylist())
+    assert {"café", "crème", "brûlée", "noir"} <= words
+
+
+def test_a_directory_of_uci_files_is_read_as_uci(tmp_path):
+    import shutil
+
+    d = tmp_path / "uci"
+    d.mkdir()
+    shutil.copy(REUTERS_DOCWORD, d)
+    shutil.copy(REUTERS_DOCWORD.parent / "vocab.reuters395.txt", d)
+    from_dir = ingest(tmp_path / "a", [str(d)], vocab_size=500)
+    from_file = ingest(tmp_path / "b", [str(REUTERS_DOCWORD)], vocab_size=500)
+    assert from_dir.n_docs == from_file.n_docs == 395
+    assert read_vocabulary(str(tmp_path / "a" / "corpus")).equals(read_vocabulary(str(tmp_path / "b" / "corpus")))

@@ -161,7 +161,7 @@ def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
     ({"model": "ap", "heldout": 0.0}, InvalidParameterError, r"'heldout' parameter of refine"),
     ({"model": "ap", "tol": -1.0}, InvalidParameterError, r"'tol' parameter of refine must be a float > 0"),
     ({"model": "ap", "inner_iterations": 0}, InvalidParameterError, r"'inner_iterations' parameter of refine"),
-    ({"model": "ap"}, StoreError, r"ap-vb already exists; pass --overwrite"),
+    ({"model": "ap"}, StoreError, r"ap-vb already exists; pass overwrite=True"),
 ])
 def test_bad_parameters_write_nothing(lda_root, refined, kwargs, error, match):
     before = listing(lda_root)

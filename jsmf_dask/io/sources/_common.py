@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import io
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -35,6 +37,48 @@ class ReadSummary:
     n_docs: int = 0
     n_empty: int = 0
     n_ignored: int = 0
+
+
+def _wide(encoding: str) -> bool:
+    """UTF-16/32 text has NUL bytes and no byte-level line breaks."""
+    return codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))
+
+
+def _undecodable(where: str, encoding: str, err: UnicodeDecodeError) -> InputError:
+    return InputError(
+        f"{where}: byte {err.start}: not valid {encoding} ({err.reason}); pass --encoding (encoding=...) "
+        "with the file's encoding, e.g. latin-1"
+    )
+
+
+def decode_text(data: bytes, where: str, encoding: str = "utf-8") -> str:
+    """``data`` as text, strictly: binary data (NUL bytes) and undecodable bytes are :class:`InputError`.
+
+    The one decoding policy of every text source (raw text files, tar
+    members, JSONL, baskets); ``where`` names the file in the message.
+    """
+    nul = -1 if _wide(encoding) else data.find(b"\x00")
+    if nul >= 0:
+        raise InputError(f"{where}: binary data (NUL byte at {nul}); expected a text file")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as err:
+        raise _undecodable(where, encoding, err) from None
+
+
+def text_lines(binary, where: str, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a binary stream decoded under :func:`decode_text`'s policy."""
+    if _wide(encoding):
+        reader = io.TextIOWrapper(binary, encoding=encoding, errors="strict")
+        lineno = 0
+        try:
+            for lineno, line in enumerate(reader, start=1):
+                yield lineno, line
+        except UnicodeDecodeError as err:
+            raise InputError(f"{where}: after line {lineno}: not valid {encoding} ({err.reason})") from None
+        return
+    for lineno, raw in enumerate(binary, start=1):
+        yield lineno, decode_text(raw, f"{where}: line {lineno}", encoding)
 
 
 def open_input(url: str):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import posixpath
 import re
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq
 
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, join
-from jsmf_dask.io.sources._common import StringSource, ReadSummary, open_input
+from jsmf_dask.io.sources._common import ReadSummary, StringSource, decode_text, open_input, text_lines
 from jsmf_dask.kernels.tokenize import count_tokens
 
 __all__ = ["TextOptions", "TextTablePartition", "TextFilesPartition", "TarballPartition", "text_partitions"]
@@ -27,6 +26,7 @@ class TextOptions:
     """How raw text becomes tokens (stop words are removed later, at curation)."""
 
     min_word_length: int = 3
+    encoding: str = "utf-8"
 
     def count(self, text: str) -> Counter[str]:
         """Token counts of one document."""
@@ -96,7 +96,7 @@ class TextTablePartition(StringSource):
             with fs.open(path, "rb", compression="infer") as f:
                 reader = pacsv.open_csv(
                     f,
-                    read_options=pacsv.ReadOptions(use_threads=False),
+                    read_options=pacsv.ReadOptions(use_threads=False, encoding=self.options.encoding),
                     parse_options=pacsv.ParseOptions(newlines_in_values=True),
                     convert_options=pacsv.ConvertOptions(column_types=types),
                 )
@@ -107,8 +107,8 @@ class TextTablePartition(StringSource):
             raise InputError(f"{self.url}: after data row {start}: not valid CSV: {err}") from err
 
     def _jsonl(self, name: str) -> Iterator[tuple[int, str, str]]:
-        with open_input(self.url) as f, io.TextIOWrapper(f, encoding="utf-8", errors="replace") as lines:
-            for lineno, raw in enumerate(lines, start=1):
+        with open_input(self.url) as f:
+            for lineno, raw in text_lines(f, self.url, self.options.encoding):
                 if not raw.strip():
                     continue
                 try:
@@ -132,10 +132,6 @@ class TextTablePartition(StringSource):
                 yield lineno, doc_id, text or ""
 
 
-def _decode(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
-
-
 @dataclass(frozen=True)
 class TextFilesPartition(StringSource):
     """A batch of plain-text files, one document each; doc_id is the path below the directory."""
@@ -155,7 +151,7 @@ class TextFilesPartition(StringSource):
             url = join(self.base, rel)
             try:
                 with fs.open(get_fs(url)[1], "rb") as f:
-                    text = _decode(f.read())
+                    text = decode_text(f.read(), url, self.options.encoding)
             except OSError as err:
                 raise InputError(f"{url}: cannot read: {err}") from err
             yield rel, self.options.count(text)
@@ -183,7 +179,9 @@ class TarballPartition(StringSource):
                     if not member.isfile():
                         continue
                     data = tar.extractfile(member)
-                    yield member.name, self.options.count(_decode(data.read()) if data is not None else "")
+                    text = decode_text(data.read(), f"{self.url}: member {member.name}", self.options.encoding) \
+                        if data is not None else ""
+                    yield member.name, self.options.count(text)
         except (tarfile.TarError, EOFError, OSError) as err:
             raise InputError(f"{self.url}: not a readable tar archive: {err}") from err
 
