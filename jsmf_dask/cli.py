@@ -41,7 +41,32 @@ __all__ = ["main", "build_parser"]
 log = logging.getLogger("jsmf_dask")
 
 
+EXAMPLES = {
+    "ingest": "jsmf ingest runs/nips pipelines/data/nips12-raw/nipstxt.tar.xz --vocab-size 5000",
+    "cooccur": "jsmf cooccur runs/nips --heldout 0.1",
+    "fit": "jsmf fit runs/nips --topics 20",
+    "refine": "jsmf refine runs/nips --model k20-ap",
+    "evaluate": "jsmf evaluate runs/nips",
+    "compare": "jsmf compare runs/nips --topics 5,10,20 --methods none,ap,ap+vb",
+    "report": "jsmf report runs/nips --model k20-ap",
+    "infer": "jsmf infer runs/nips --model k20-ap-vb",
+    "run": "jsmf run pipelines/configs/demo.toml",
+    "synth": "jsmf synth runs/synth --docs 20000 --vocab 2000 --topics 20",
+}
+
+
+def _command(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+    """A sub-command's parser, with its example as the epilog."""
+    return sub.add_parser(name, epilog=f"example: {EXAMPLES[name]}", **kwargs)
+
+
+def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", metavar="ROOT", help="run root: a local path or an fsspec URL (s3://bucket/run)")
+
+
 def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) -> None:
+    if overwrite:
+        p.add_argument("--overwrite", action="store_true", help="replace this command's existing output")
     g = p.add_argument_group("cluster")
     g.add_argument(
         "--scheduler",
@@ -54,8 +79,6 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) 
     g.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="give up on a --scheduler that has not completed the Dask handshake by then (default: 10)")
     g.add_argument("--quiet", action="store_true", help="print results only: no progress, no dashboard link")
-    if overwrite:
-        g.add_argument("--overwrite", action="store_true", help="replace this stage's existing output")
 
 
 def _int_list(text: str) -> list[int]:
@@ -113,13 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser(
-        "ingest",
+    p = _command(
+        sub, "ingest",
         help="raw documents, bag of words, ratings or baskets -> curated Parquet corpus",
         description="Read raw input into ROOT/corpus (Parquet shards + vocab.parquet), curating the "
         "vocabulary by tf-idf as in the paper's experiments.",
     )
-    p.add_argument("root", metavar="ROOT", help="run root: local path or fsspec URL")
+    _add_root(p)
     p.add_argument("inputs", metavar="INPUT", nargs="+", help="input files or directories")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="auto: docword.*.txt[.gz] is UCI, anything else raw text (default)")
@@ -150,13 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "`jsmf cooccur --update`)")
     _add_cluster_options(p)
 
-    p = sub.add_parser(
-        "cooccur",
+    p = _command(
+        sub, "cooccur",
         help="corpus -> co-occurrence matrix C (ROOT/cooc.zarr)",
         description="Build the unbiased co-occurrence matrix C of the paper (eq. 1), with document "
         "frequencies D1 and co-document frequencies D2, tile by tile into ROOT/cooc.zarr.",
     )
-    p.add_argument("root", metavar="ROOT")
+    _add_root(p)
     p.add_argument("--tile-size", type=int, help="edge of a tile of C (default: 2048)")
     p.add_argument("--no-codoc", action="store_true", help="skip D2 (co-document counts); halves the work")
     p.add_argument("--update", action="store_true",
@@ -166,12 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "perplexity in `jsmf evaluate` (e.g. 0.1)")
     _add_cluster_options(p)
 
-    p = sub.add_parser(
-        "fit",
+    p = _command(
+        sub, "fit",
         help="C -> topics: rectify, anchors, B and A (ROOT/model.zarr/NAME, ROOT/topics/NAME.txt)",
         description="Fit a Rectified Anchor Words model from ROOT/cooc.zarr and print its topics.",
     )
-    p.add_argument("root", metavar="ROOT")
+    _add_root(p)
     p.add_argument("--topics", type=int, required=True, metavar="K", help="number of topics")
     p.add_argument("--rectifier", choices=RECTIFIERS, default="ap",
                    help="ap: alternating projection (default); dc: diagonal completion; none: the Baseline")
@@ -181,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="AP's last projection (default: nonnegative)")
     p.add_argument("--solver", choices=SOLVERS, default="exact", help="B solver (default: exact)")
     p.add_argument("--min-anchor-df", type=int, help="document-frequency floor of anchor words (default: 3)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the eigensolver's random start (default: 0)")
     p.add_argument("--name", help="model name (default: k<K>-<rectifier>)")
     p.add_argument("--warm-start", metavar="NAME",
                    help="start AP from the eigenvectors of model NAME (the refit after `cooccur --update`)")
@@ -190,15 +213,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "3.5*8*N^2 bytes) fit 80%% of the largest worker's memory limit, else tiled")
     _add_cluster_options(p)
 
-    p = sub.add_parser(
-        "refine",
+    p = _command(
+        sub, "refine",
         help="a few sweeps of variational Bayes from a fitted model -> ROOT/model.zarr/NAME-vb",
         description="Refine model NAME's topics by batch variational Bayes for LDA over ROOT/corpus, started "
         "from its B (and A): topics as good as Gibbs sampling's in a few passes over the corpus. Writes a new "
         "model (same layout, so evaluate/compare/report/infer read it) with each training document's topic "
         "weights, and prints the topics and what changed. Example: jsmf refine runs/nips --model k20-ap",
     )
-    p.add_argument("root", metavar="ROOT")
+    _add_root(p)
     p.add_argument("--model", required=True, metavar="NAME", help="the fitted model to start from")
     p.add_argument("--sweeps", type=_positive_int, metavar="S", help="passes over the corpus at most (default: 8)")
     p.add_argument("--tol", type=_positive_float, metavar="T",
@@ -216,13 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="output model name (default: NAME-vb)")
     _add_cluster_options(p)
 
-    p = sub.add_parser(
-        "evaluate",
+    p = _command(
+        sub, "evaluate",
         help="the paper's six metrics of every model -> ROOT/report/metrics.json",
         description="Recovery, approximation, dominancy, specificity, dissimilarity and coherence (paper §4) "
         "of every model under ROOT, against the original C and against each model's rectified C.",
     )
-    p.add_argument("root", metavar="ROOT")
+    _add_root(p)
     p.add_argument("--model", action="append", dest="models", metavar="NAME",
                    help="only this model (repeatable; default: all)")
     p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
@@ -230,66 +253,67 @@ def build_parser() -> argparse.ArgumentParser:
                    "trained on any of them is an error (default: the fraction cooc.zarr was built with)")
     _add_cluster_options(p, overwrite=False)
 
-    p = sub.add_parser(
-        "compare",
+    p = _command(
+        sub, "compare",
         help="fit and evaluate methods over a sweep of K -> ROOT/report/compare.{csv,md,png}",
         description="Fit each method at each K, evaluate them all and write a table and the analogue of the "
         "paper's Figure 4 (each metric against log K).",
     )
-    p.add_argument("root", metavar="ROOT")
-    p.add_argument("--topics", type=_int_list, required=True, metavar="K1,K2,...")
+    _add_root(p)
+    p.add_argument("--topics", type=_int_list, required=True, metavar="K1,K2,...", help="the numbers of topics to fit")
     p.add_argument("--methods", type=_str_list, default=["none", "dc", "ap"], metavar="M1,M2,...",
                    help=f"from {','.join(METHODS)} (default: none,dc,ap; gibbs needs jsmf_dask[gibbs])")
     p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
     p.add_argument("--gibbs-iterations", type=int, default=1000, help="Gibbs sweeps (default: 1000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of every method's random start (default: 0)")
     _add_cluster_options(p, overwrite=False)
 
-    p = sub.add_parser(
-        "report",
+    p = _command(
+        sub, "report",
         help="HTML report with the topics and the paper's figures -> ROOT/report/report.html",
         description="Write ROOT/report/report.html (self-contained) and its figures as PNGs.",
     )
-    p.add_argument("root", metavar="ROOT")
+    _add_root(p)
     p.add_argument("--model", help="the model to show (default: the first AP model)")
     p.add_argument("--baseline", help="the Baseline for Figure 3 (default: the unrectified model of the same K)")
     _add_cluster_options(p, overwrite=False)
 
-    p = sub.add_parser(
-        "infer",
+    p = _command(
+        sub, "infer",
         help="each document's topic composition -> ROOT/doc_topics.parquet",
         description="Fit each document's word distribution by the model's topics (simplex-constrained "
         "least squares, exponentiated gradient), one Dask task per row group.",
     )
-    p.add_argument("root", metavar="ROOT")
+    _add_root(p)
     p.add_argument("--model", help="model name (required when ROOT holds several)")
     _add_cluster_options(p)
 
-    p = sub.add_parser(
-        "run",
+    p = _command(
+        sub, "run",
         help="every stage from one config file, skipping stages committed from the same inputs",
         description="Run the stages named in CONFIG.toml (ingest, cooccur, fit, evaluate, report, infer) on "
         "the root it names. A stage whose marker shows the same parameters and inputs is skipped.",
     )
-    p.add_argument("config", metavar="CONFIG.toml")
+    p.add_argument("config", metavar="CONFIG.toml", help="the run's config (see pipelines/configs/)")
     p.add_argument("--force", action="store_true", help="redo every stage")
     _add_cluster_options(p, overwrite=False)
 
-    p = sub.add_parser(
-        "synth",
+    p = _command(
+        sub, "synth",
         help="a synthetic corpus drawn from known topics (ROOT/corpus + ROOT/truth.zarr)",
         description="Draw a corpus from a separable topic model with known B and A, for testing recovery.",
     )
-    p.add_argument("root", metavar="ROOT")
-    p.add_argument("--docs", type=int, required=True, metavar="M")
-    p.add_argument("--vocab", type=int, required=True, metavar="N")
-    p.add_argument("--topics", type=int, required=True, metavar="K")
+    _add_root(p)
+    p.add_argument("--docs", type=int, required=True, metavar="M", help="documents to draw")
+    p.add_argument("--vocab", type=int, required=True, metavar="N", help="vocabulary size")
+    p.add_argument("--topics", type=int, required=True, metavar="K", help="number of topics of the truth")
     p.add_argument("--doc-length", type=float, default=200, metavar="L", help="mean tokens per document")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--prior", choices=PRIORS, default="dirichlet")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the draw (default: 0)")
+    p.add_argument("--prior", choices=PRIORS, default="dirichlet",
+                   help="document-topic prior: dirichlet (default) or a correlated logistic normal")
     p.add_argument("--alpha", type=float, default=0.1, help="Dirichlet concentration (default: 0.1)")
-    p.add_argument("--row-group-size", type=int, default=10000)
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--row-group-size", type=int, default=10000, help="documents per Parquet row group (default: 10000)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing synthetic corpus")
     return parser
 
 

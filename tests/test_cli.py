@@ -87,3 +87,23 @@ def test_evaluate_report_infer_errors_exit_1(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "expected comma-separated integers, got '3,x'" in capsys.readouterr().err
     assert listing(tmp_path / "run") == before
+
+
+def test_help_describes_every_option_and_shows_a_valid_example_per_command():
+    import argparse
+    import shlex
+
+    from jsmf_dask.cli import EXAMPLES, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(EXAMPLES)
+    for name, command in sub.choices.items():
+        undescribed = [a.dest for a in command._actions if not a.help and not isinstance(a, argparse._HelpAction)]
+        assert undescribed == [], name
+        groups = {g.title: {a.dest for a in g._group_actions} for g in command._action_groups}
+        assert "overwrite" not in groups.get("cluster", set()), name
+        assert " ".join(command.format_help().split()).endswith(f"example: {EXAMPLES[name]}")  # wrapped lines
+        words = shlex.split(EXAMPLES[name])
+        assert words[:2] == ["jsmf", name]
+        assert parser.parse_args(words[1:]).command == name  # the example is a valid command line
