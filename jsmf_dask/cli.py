@@ -42,7 +42,7 @@ log = logging.getLogger("jsmf_dask")
 
 
 EXAMPLES = {
-    "ingest": "jsmf ingest runs/nips pipelines/data/nips12-raw/nipstxt.tar.xz --vocab-size 5000",
+    "ingest": "jsmf ingest runs/nips pipelines/data/nips12-raw/nipstxt.tar.xz --vocab-size 5000 --encoding latin-1",
     "cooccur": "jsmf cooccur runs/nips --heldout 0.1",
     "fit": "jsmf fit runs/nips --topics 20",
     "refine": "jsmf refine runs/nips --model k20-ap",
@@ -522,7 +522,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ):
                 lines = _COMMANDS[args.command](args)
     except JSMFError as err:
-        print(f"jsmf: error: {_cli_words(str(err))}", file=sys.stderr)
+        # `jsmf run` takes no stage flags: its config keys carry the parameters' names
+        message = str(err) if args.command == "run" else _cli_words(str(err))
+        print(f"jsmf: error: {message}", file=sys.stderr)
         return 1
     except OSError as err:
         print(f"jsmf: error: {err}", file=sys.stderr)

@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with connect(args.scheduler, on_dashboard=lambda link: print(f"dask dashboard: {link}")):
         print(f"== ingest {NIPS.name} (raw text, vocabulary of {args.vocab_size} words by tf-idf)")
-        ingested = ingest(args.root, [str(NIPS)], vocab_size=args.vocab_size, row_group_size=500, overwrite=True)
+        ingested = ingest(args.root, [str(NIPS)], vocab_size=args.vocab_size, row_group_size=500,
+                          encoding="latin-1", overwrite=True)  # OCR text: see its README
         print("\n".join(ingested.lines()))
         print("== cooccur")
         summary = cooccur(args.root, overwrite=True, heldout=args.heldout)

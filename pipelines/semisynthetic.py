@@ -39,7 +39,8 @@ PRIORS = ("dirichlet", "correlated")
 def nips_topics(out: Path, vocab_size: int, k: int) -> tuple[np.ndarray, float]:
     """B of an AP model of the NIPS papers, and their mean document length (tokens)."""
     root = out / "nips"
-    ingest(root, [str(NIPS)], vocab_size=vocab_size, row_group_size=500, overwrite=True)
+    ingest(root, [str(NIPS)], vocab_size=vocab_size, row_group_size=500, encoding="latin-1",
+           overwrite=True)
     summary = cooccur(root, overwrite=True)
     store = open_cooccurrence(summary.path)
     model = fit(root, n_topics=k, rectifier="ap", overwrite=True)

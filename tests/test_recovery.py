@@ -42,7 +42,7 @@ def test_semi_synthetic_error_falls_with_m_and_ap_beats_baseline(tmp_path):
 
 @pytest.mark.slow
 def test_nips_k5_baseline_repeats_frequent_words_and_ap_does_not(tmp_path):
-    ingest(tmp_path, [str(NIPS)], vocab_size=2000)
+    ingest(tmp_path, [str(NIPS)], vocab_size=2000, encoding="latin-1")
     cooccur(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

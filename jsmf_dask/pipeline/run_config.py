@@ -59,7 +59,7 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "text_column": (_STR, False), "id_column": (_STR, False), "stopwords": (_STR + _BOOL, False),
         "min_word_length": (_INT, False), "delimiter": (_STR, False), "vocab_size": (_INT, False),
         "min_doc_tokens": (_INT, False), "min_doc_words": (_INT, False), "docs_per_shard": (_INT, False),
-        "row_group_size": (_INT, False), "append": (_BOOL, False),
+        "row_group_size": (_INT, False), "append": (_BOOL, False), "encoding": (_STR, False),
     },
     "cooccur": {"tile_size": (_INT, False), "codoc": (_BOOL, False), "batch_nnz": (_INT, False),
                 "update": (_BOOL, False), "heldout": _FRACTION},

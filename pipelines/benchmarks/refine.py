@@ -119,7 +119,7 @@ def nips(topics: list[int], out: Path, workers: int, gibbs_iterations: int) -> i
     root = str(out / "nips")
     seconds: dict[str, float] = {}
     with dask.config.set({"jsmf.progress": False}), connect(n_workers=workers, dashboard=False):
-        ingest(root, [str(NIPS)], vocab_size=5000, row_group_size=500, overwrite=True)
+        ingest(root, [str(NIPS)], vocab_size=5000, row_group_size=500, encoding="latin-1", overwrite=True)
         cooccur(root, heldout=0.1, overwrite=True)
         for k in topics:
             for name, action in ((f"k{k}-none", lambda: fit(root, n_topics=k, rectifier="none", overwrite=True)),

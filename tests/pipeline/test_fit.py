@@ -178,7 +178,7 @@ def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
 
     synth(tmp_path, n_docs=600, n_words=80, n_topics=4, doc_length=40, seed=3)
     cooccur(tmp_path)
-    with connect(n_workers=1, memory_limit="1GiB", dashboard=False):
+    with connect(n_workers=2, memory_limit="1GiB", dashboard=False):  # worker processes: the tiled path spreads
         cycles = []  # progress per AP cycle, from inside the worker's task through worker events
         fits = fit(tmp_path, n_topics=4, iterations=5, name="fits", min_anchor_df=0, on_cycle=cycles.append)
         assert [c.cycle for c in cycles] == [1, 2, 3, 4, 5] and {c.of for c in cycles} == {5}
