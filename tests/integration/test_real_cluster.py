@@ -228,12 +228,17 @@ def test_driver_killed_mid_run_on_the_cluster_resumes_and_matches(real_cluster, 
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
     driver = subprocess.Popen([sys.executable, "-m", "jsmf_dask.cli", "run", str(config), "--quiet"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    models = tmp_path / "model.zarr"
     try:
-        _wait_for(lambda: (tmp_path / "_run" / "cooccur.json").exists() or driver.poll() is not None, 120,
-                  "the cooccur stage to commit")
-        os.kill(driver.pid, signal.SIGKILL)  # mid-fit, or just after: the cluster keeps running
+        _wait_for(lambda: list(models.glob(".k6-ap.tmp-*")) or driver.poll() is not None, 120,
+                  "the fit to start staging its model")
+        assert driver.poll() is None, "the run ended before it could be killed"
+        os.kill(driver.pid, signal.SIGKILL)  # mid-fit: the cluster keeps running
     finally:
         driver.wait(timeout=30)
+    # it was interrupted mid-fit: C committed, the model not
+    assert (tmp_path / "_run" / "cooccur.json").exists()
+    assert not (models / "k6-ap").exists() and list(models.glob(".k6-ap.tmp-*"))
     with connect(address):
         outcomes = {o.stage: o.status for o in run(config)}
     assert outcomes["cooccur"] == "skipped"

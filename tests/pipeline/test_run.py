@@ -122,12 +122,16 @@ def test_driver_killed_mid_run_resumes_and_matches(tmp_path):
                              "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not (tmp_path / "run" / "_run" / "cooccur.json").exists():  # ingest and cooccur committed
+        models = tmp_path / "run" / "model.zarr"
+        while not list(models.glob(".k5-ap.tmp-*")):  # ingest and cooccur committed, the fit staging its model
             assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)  # mid-fit (or later): no chance to clean up
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)  # mid-fit: no chance to clean up
     finally:
         proc.wait(timeout=30)
+    # it was interrupted mid-fit: C committed, the model not
+    assert (tmp_path / "run" / "_run" / "cooccur.json").exists()
+    assert not (models / "k5-ap").exists() and list(models.glob(".k5-ap.tmp-*"))
     outcomes = _status(run(config))
     assert outcomes["ingest"] == "skipped" and outcomes["cooccur"] == "skipped"
     a = open_model(str(tmp_path / "run"), "k5-ap")
