@@ -49,6 +49,20 @@ def _pick(models: dict[str, FittedModel], wanted: str | None, rectifier: str, k:
     return None
 
 
+def _default_model(models: dict[str, FittedModel]) -> str:
+    """The model a report shows by default: a rectified (AP, else DC) model that has a Baseline of the same K
+    to compare with, else the first rectified model, else the first model."""
+    def k_of(m: FittedModel) -> int:
+        return m.arrays["B"].shape[1]
+
+    baselines = {k_of(m) for m in models.values() if m.attrs.get("params", {}).get("rectifier") == "none"}
+    for rectifier in ("ap", "dc"):
+        for name, m in models.items():
+            if m.attrs.get("params", {}).get("rectifier") == rectifier and k_of(m) in baselines:
+                return name
+    return _pick(models, None, "ap") or _pick(models, None, "dc") or next(iter(models))
+
+
 def _topics_table(model: FittedModel, words: list[str], anchors: np.ndarray | None = None) -> str:
     """Topics with their anchor words (``anchors``: those of the model a refined model came from)."""
     B = model.arrays["B"]
@@ -102,7 +116,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     root : str
     model : str, optional
         The model shown in the topic, Figure 1 and trace sections (default:
-        the first AP model).
+        an AP model with a Baseline of the same K, else the first AP model).
     baseline : str, optional
         The Baseline for Figure 3 (default: the unrectified model of the same K).
     """
@@ -111,7 +125,9 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     if not names:
         raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")
     models = {n: open_model(root, n) for n in names}
-    main = _pick(models, model, "ap") or _pick(models, None, "dc") or names[0]
+    main = model if model is not None else _default_model(models)
+    if main not in models:
+        raise StoreError(f"no model named {main!r}; fitted models: {sorted(models)}")
     m = models[main]
     k = m.arrays["B"].shape[1]
     base = _pick(models, baseline, "none", k)
@@ -125,21 +141,11 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     images: dict[str, bytes] = {}
     sections = []
 
-    shown = [main] + ([base] if base and base != main else [])
-    topic_pngs = {}
-    for name in shown:
-        anchors = models[name].arrays.get("anchors", np.zeros(0, dtype=np.int64))
-        tops = [(words[anchors[t]] if t < len(anchors) else None, [words[i] for i in row])
-                for t, row in enumerate(top_words(models[name].arrays["B"], 20))]
-        png = figures.topic_list(tops, f"{name}: anchor word [in red], then the top words")
-        topic_pngs[f"topics of {name}"] = png
-        images[f"topics-{name}.png"] = png
     sections.append(Section(f"Topics of {main}", [
-        "Each topic's anchor word (red) and its 20 most probable words."], _topics_table(m, words),
-        {f"topics of {main}": topic_pngs[f"topics of {main}"]}))
+        "Each topic's anchor word (red) and its 20 most probable words."], _topics_table(m, words)))
     if base and base != main:
         sections.append(Section(f"Topics of {base} (the Baseline, no rectification)", [],
-                                _topics_table(models[base], words), {f"topics of {base}": topic_pngs[f"topics of {base}"]}))
+                                _topics_table(models[base], words)))
 
     refined = _refined_from(models, main)
     if refined:
@@ -178,15 +184,19 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
         mats = {}
         if base:
             mats[f"Baseline least-squares A ({base})"] = models[base].arrays["A_least_squares"]
+            first = f"The Baseline's ({base}) least-squares A"
         else:
             mats[f"least-squares A of {main}'s B"] = m.arrays["A_least_squares"]
+            first = f"The least-squares A of {main}'s B (no Baseline model of K = {k} under this root)"
         mats["unrectified diagonal A (original C_SS)"] = A_unrect
         mats[f"rectified A ({main})"] = m.arrays["A"]
         png = figures.topic_topic_heatmaps(mats)
         images["topic-topic.png"] = png
+        negatives = int((next(iter(mats.values())) < 0).sum())
         sections.append(Section("Topic–topic matrices (the paper's Figure 3)", [
-            "The Baseline's least-squares A has negative entries; the diagonal recovery from the rectified C is "
-            "doubly non-negative."], "", {"Figure 3 analogue": png}))
+            f"{first} has {negatives} negative entries; the diagonal recovery from the original C_SS, and from "
+            f"the rectified C ({main}), in the middle and on the right. A from the rectified C is doubly "
+            "non-negative."], "", {"Figure 3 analogue": png}))
 
     if m.trace and len(m.trace.get("delta", [])):
         png = figures.ap_trace(m.trace)

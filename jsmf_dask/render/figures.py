@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
-__all__ = ["metric_curves", "anchor_hull", "topic_topic_heatmaps", "ap_trace", "topic_list"]
+__all__ = ["metric_curves", "anchor_hull", "topic_topic_heatmaps", "ap_trace"]
 
 _LABELS = {
     "recovery": "Recovery (lower better)",
@@ -110,6 +110,9 @@ def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
         ax.set_title(f"{title}\n(sum {np.nansum(A):.3g}, min {np.nanmin(A):.2g}, {neg} negative)", fontsize=9)
         ax.set_xlabel("topic")
         ax.set_ylabel("topic")
+        ticks = np.arange(A.shape[0]) if A.shape[0] <= 20 else np.arange(0, A.shape[0], 5)
+        ax.set_xticks(ticks)  # topics are whole numbers
+        ax.set_yticks(ticks)
         fig.colorbar(im, ax=ax, shrink=0.75)
     fig.tight_layout()
     return _png(fig)
@@ -127,22 +130,4 @@ def ap_trace(trace: Mapping[str, np.ndarray]) -> bytes:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _png(fig)
-
-
-def topic_list(topics: Sequence[tuple[str | None, Sequence[str]]], title: str, n_words: int = 10) -> bytes:
-    """Topics as text: the anchor word (in red, if any) then the top words, one line per topic."""
-    height = 0.8 + 0.24 * len(topics)
-    fig, ax = _pyplot().subplots(figsize=(11, height))
-    ax.axis("off")
-    ax.set_title(title, fontsize=10, loc="left")
-    for i, (anchor, words) in enumerate(topics):
-        y = 1 - (i + 0.5) / len(topics)
-        ax.text(0.0, y, f"{i:3d}", family="monospace", fontsize=8, va="center", transform=ax.transAxes)
-        x = 0.04
-        if anchor is not None:
-            ax.text(x, y, f"[{anchor}]", color="tab:red", family="monospace", fontsize=8, va="center",
-                    transform=ax.transAxes)
-            x = 0.17
-        ax.text(x, y, " ".join(words[:n_words]), family="monospace", fontsize=8, va="center", transform=ax.transAxes)
     return _png(fig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from html import unescape
 import json
 import math
 import re
@@ -93,16 +94,53 @@ def test_report_is_self_contained_with_non_blank_figures(fitted_root):
     html = (fitted_root / "report" / "report.html").read_text()
     assert path.endswith("report/report.html")
     sources = re.findall(r'src="([^"]*)"', html)
-    assert len(sources) >= 4 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert len(sources) >= 3 and all(s.startswith("data:image/png;base64,") for s in sources)
     assert not re.search(r'(href|src)="(?!data:)', html)  # nothing outside the file
     for s in sources:
         assert base64.b64decode(s.split(",", 1)[1]).startswith(b"\x89PNG")
     pngs = sorted((fitted_root / "report").glob("*.png"))
-    assert {p.name for p in pngs} >= {"anchor-hull.png", "topic-topic.png", "ap-trace.png", "topics-k5-ap.png"}
+    assert {p.name for p in pngs} == {"anchor-hull.png", "topic-topic.png", "ap-trace.png"}
     for png in pngs:
         pixels = imread(png)[..., :3]
         assert pixels.var() > 1e-3, png.name  # not a blank canvas
     assert "Figure 1" in html and "Figure 3" in html and "k5-ap" in html
+    # each topic list once (a table), the default model is the AP one that has its Baseline, captions say so
+    assert html.count("Topics of k5-ap<") == 1 and html.count("Topics of k5-none") == 1
+    assert "The Baseline's (k5-none) least-squares A has" in unescape(html)
+
+
+def test_report_without_a_baseline_says_what_it_shows(fitted_root, tmp_path):
+    import shutil as sh
+
+    root = tmp_path / "nobase"
+    for part in ("corpus", "cooc.zarr"):
+        sh.copytree(fitted_root / part, root / part)
+    sh.copytree(fitted_root / "model.zarr" / "k5-ap", root / "model.zarr" / "k5-ap")
+    sh.copy(fitted_root / "model.zarr" / "zarr.json", root / "model.zarr" / "zarr.json")
+    report(root)
+    html = unescape((root / "report" / "report.html").read_text())
+    caption = html.split("Figure 3")[1].split("</p>")[0]
+    assert "The Baseline's" not in caption
+    assert "The least-squares A of k5-ap's B (no Baseline model of K = 5 under this root)" in caption
+
+
+def test_heatmap_ticks_are_whole_topics():
+    from jsmf_dask.render import figures
+
+    captured = {}
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    real_close = plt.close
+    plt.close = lambda fig: captured.setdefault("fig", fig)
+    try:
+        figures.topic_topic_heatmaps({"A": np.eye(7) / 7})
+    finally:
+        plt.close = real_close
+    ax = captured["fig"].axes[0]
+    assert list(ax.get_xticks()) == list(range(7)) and list(ax.get_yticks()) == list(range(7))
 
 
 def test_report_renders_in_headless_chromium(fitted_root, tmp_path):
