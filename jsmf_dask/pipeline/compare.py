@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from jsmf_dask.exceptions import InvalidParameterError
-from jsmf_dask.io.fs import join, write_file
+from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate
 from jsmf_dask.pipeline.fit import RECTIFIERS, default_name, fit
 from jsmf_dask.pipeline.gibbs import fit_gibbs, require_tomotopy
@@ -46,6 +46,27 @@ class CompareResult:
         return "\n".join(lines) + "\n"
 
 
+def _previous_rows(url: str) -> list[dict]:
+    """The rows of an earlier ``compare.csv`` (numbers as floats, K as int, empty cells as None)."""
+    fs, path = get_fs(url)
+    if not fs.exists(path):
+        return []
+    with fs.open(path, "rb") as f:
+        reader = csv.DictReader(io.StringIO(f.read().decode("utf-8")))
+        rows = []
+        for raw in reader:
+            row: dict = {}
+            for key, value in raw.items():
+                if key in ("method", "model"):
+                    row[key] = value
+                elif key == "n_topics":
+                    row[key] = int(value)
+                else:
+                    row[key] = float(value) if value not in ("", None) else None
+            rows.append(row)
+    return rows
+
+
 def compare(
     root: str,
     *,
@@ -75,6 +96,8 @@ def compare(
     Returns
     -------
     CompareResult
+        Every (method, K) measured so far under ``root``: this sweep's rows,
+        and the earlier sweeps' rows it did not measure again.
     """
     root = os.fspath(root)
     bad = [m for m in methods if m not in METHODS]
@@ -120,8 +143,13 @@ def compare(
         row["perplexity"] = entry.get("heldout", {}).get("perplexity")
         rows.append(row)
     out = report_dir(root)
+    # earlier sweeps stay: a (method, K) measured again replaces its row, the others are kept
+    ran = {(r["method"], r["n_topics"]) for r in rows}
+    rows = [r for r in _previous_rows(join(out, "compare.csv")) if (r["method"], r["n_topics"]) not in ran] + rows
+    order = list(methods) + [m for m in METHODS if m not in methods]  # this sweep's order first
+    rows.sort(key=lambda r: (r["n_topics"], order.index(r["method"]) if r["method"] in order else len(order)))
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    writer = csv.DictWriter(buf, fieldnames=list(rows[-1]))
     writer.writeheader()
     writer.writerows(rows)
     result = CompareResult(rows, join(out, "compare.csv"), join(out, "compare.md"), join(out, "compare.png"))

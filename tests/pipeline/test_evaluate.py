@@ -187,6 +187,16 @@ def test_compare_runs_every_method_and_writes_table_and_figure(tmp_path):
         assert r["recovery"] is None
         assert r["approximation"] == pytest.approx(np.linalg.norm(C / C.sum() - B @ A @ B.T), rel=1e-9)
     assert imread(tmp_path / "report" / "compare.png")[..., :3].var() > 1e-3
+    # a later sweep adds to the table: new (method, K) rows join, a method measured again replaces its rows
+    again = compare(tmp_path, topics=[5, 3], methods=["ap"], iterations=10)
+    keys = [(r["method"], r["n_topics"]) for r in again.rows]
+    assert keys == [(m, k) for k in (3, 4) for m in ("ap", "dc", "none", "ap+vb", "gibbs")] + [("ap", 5)]
+    fresh = {(r["method"], r["n_topics"]): r for r in again.rows}
+    assert fresh[("gibbs", 4)] == pytest.approx(by[("gibbs", 4)])  # kept as it was (read back from the CSV)
+    assert open_model(tmp_path, "k3-ap").attrs["params"]["iterations"] == 10  # ap at K = 3 was refitted
+    assert fresh[("ap", 3)]["recovery"] == pytest.approx(evaluate(tmp_path, models=["k3-ap"])["models"]["k3-ap"]
+                                                         ["original_C"]["recovery"])
+    assert (tmp_path / "report" / "compare.md").read_text().count("| gibbs |") == 2
 
 
 def test_compare_names_the_missing_extra(tmp_path, monkeypatch):
