@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--item-column", help="ratings: item column (default: second column)")
     p.add_argument("--rating-column", help="ratings: rating column (default: third column)")
     p.add_argument("--delimiter", default=",", help="baskets: item separator (default: ,)")
+    p.add_argument("--labels", metavar="FILE",
+                   help="CSV (or .tsv) with a header: item id, then its label (e.g. MovieLens movies.csv); topics and "
+                   "reports show the labels instead of bare ids")
     p.add_argument("--vocab-size", type=int, help="words kept by tf-idf rank (default: all)")
     p.add_argument("--min-doc-tokens", type=int, default=5, help="drop documents with fewer tokens (default: 5)")
     p.add_argument("--min-doc-words", type=int, default=3,
@@ -199,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rectifier", choices=RECTIFIERS, default="ap",
                    help="ap: alternating projection (default); dc: diagonal completion; none: the Baseline")
     p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
-    p.add_argument("--tol", type=float, help="stop AP when the relative change falls below this")
+    p.add_argument("--tol", type=float, default=1e-6,
+                   help="stop AP when its relative change falls below this (default: 1e-6, the eigensolver's "
+                   "accuracy; --iterations stays the cap)")
     p.add_argument("--end-with", choices=("nonnegative", "psd"), default="nonnegative",
                    help="AP's last projection (default: nonnegative)")
     p.add_argument("--solver", choices=SOLVERS, default="exact", help="B solver (default: exact)")
@@ -338,6 +343,7 @@ def _run_ingest(args: argparse.Namespace) -> list[str]:
         overwrite=args.overwrite,
         append=args.append,
         encoding=args.encoding,
+        labels=args.labels,
     )
     return report.lines()
 

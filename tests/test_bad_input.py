@@ -94,6 +94,12 @@ INGEST_CASES = [
          InputError, r"uci: directory holds UCI bag-of-words files \(docword\.t\.txt, vocab\.t\.txt\) and other files"),
     Case("unknown-encoding", lambda t: {**_bytes(t, "d.jsonl", b'{"text": "x"}\n'), "encoding": "klingon"},
          InvalidParameterError, r"The 'encoding' parameter of ingest must name a Python codec"),
+    Case("labels-missing", lambda t: {**_ratings(t, "u,i,r\na,x,4\n"), "labels": str(t / "nope.csv")}, InputError,
+         r"nope\.csv: no such labels file"),
+    Case("labels-twice", lambda t: {**_ratings(t, "u,i,r\na,x,4\n"), "labels": _file(t, "l.csv", "i,t\nx,X\nx,Y\n")},
+         InputError, r"l\.csv: line 3: item 'x' is labelled twice"),
+    Case("labels-one-column", lambda t: {**_ratings(t, "u,i,r\na,x,4\n"), "labels": _file(t, "l.csv", "i\nx\n")},
+         InputError, r"l\.csv: 1 column\(s\); expected the item then its label"),
     Case("rating-not-a-number", lambda t: _ratings(t, "u,i,r\na,x,4\nb,y,lots\n"), InputError,
          r"ratings\.csv: line 3: field r is 'lots'; expected a number"),
     Case("rating-negative", lambda t: _ratings(t, "u,i,r\na,x,4\nb,y,-1\n"), InputError,
@@ -101,6 +107,11 @@ INGEST_CASES = [
     Case("rating-repeated", lambda t: _ratings(t, "u,i,r\na,x,4\na,x,3\n"), InputError,
          r"ratings\.csv: line 3: user 'a' rates item 'x' again \(first at .*ratings\.csv line 2\)"),
 ]
+
+
+def _file(t: Path, name: str, text: str) -> str:
+    (t / name).write_text(text)
+    return str(t / name)
 
 
 def _bytes(t: Path, name: str, data: bytes) -> dict:

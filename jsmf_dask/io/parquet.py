@@ -24,6 +24,7 @@ from jsmf_dask.exceptions import CorpusSchemaError, StoreError
 from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join
 from jsmf_dask.io.schema import (
     DOCUMENT_SCHEMA,
+    LABELS_SCHEMA,
     VOCAB_SCHEMA,
     check_schema,
     validate_documents,
@@ -34,6 +35,9 @@ __all__ = [
     "Block",
     "corpus_dir",
     "vocab_path",
+    "labels_path",
+    "write_labels",
+    "display_words",
     "shard_name",
     "list_blocks",
     "read_block",
@@ -57,6 +61,39 @@ def corpus_dir(root: str) -> str:
 def vocab_path(corpus: str) -> str:
     """``<corpus>/vocab.parquet``."""
     return join(corpus, VOCAB_FILE)
+
+
+LABELS_FILE = "labels.parquet"
+
+
+def labels_path(corpus: str) -> str:
+    """``<corpus>/labels.parquet``: optional display labels of words (item titles for ratings and baskets)."""
+    return join(corpus, LABELS_FILE)
+
+
+def write_labels(labels: dict[str, str], words: list[str], corpus: str) -> int:
+    """Write the labels of the vocabulary's words that have one; returns how many."""
+    ids = [i for i, w in enumerate(words) if w in labels]
+    table = pa.table({"word_id": pa.array(ids, pa.int32()), "label": pa.array([labels[words[i]] for i in ids],
+                                                                             pa.string())}).cast(LABELS_SCHEMA)
+    fs, path = get_fs(labels_path(corpus))
+    with fs.open(path, "wb") as f:
+        pq.write_table(table, f)
+    return len(ids)
+
+
+def display_words(corpus: str, words: list[str]) -> list[str]:
+    """``words`` with each labelled word replaced by its label (``labels.parquet``), for showing topics."""
+    fs, path = get_fs(labels_path(corpus))
+    if not fs.exists(path):
+        return list(words)
+    with fs.open(path, "rb") as f:
+        table = pq.read_table(f)
+    shown = list(words)
+    for i, label in zip(table.column("word_id").to_pylist(), table.column("label").to_pylist(), strict=True):
+        if 0 <= i < len(shown) and label:
+            shown[i] = label
+    return shown
 
 
 def shard_name(index: int) -> str:
@@ -94,7 +131,7 @@ def _shard_urls(corpus: str) -> list[str]:
     names = sorted(
         posixpath.basename(p)
         for p in fs.ls(path, detail=False)
-        if posixpath.basename(p).endswith(".parquet") and posixpath.basename(p) != VOCAB_FILE
+        if posixpath.basename(p).endswith(".parquet") and posixpath.basename(p) not in (VOCAB_FILE, LABELS_FILE)
     )
     if not names:
         raise StoreError(f"{corpus}: no document shards (*.parquet) found")

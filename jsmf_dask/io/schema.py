@@ -44,6 +44,14 @@ DOCUMENT_SCHEMA = pa.schema(
 """One row per document: ``doc_id`` unique across the corpus; ``word_ids``
 strictly increasing, each in ``[0, N)``; ``counts`` each > 0, same length."""
 
+LABELS_SCHEMA = pa.schema(
+    [
+        pa.field("word_id", pa.int32(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+    ],
+    metadata={"jsmf.schema_version": str(SCHEMA_VERSION)},
+)
+
 VOCAB_SCHEMA = pa.schema(
     [
         pa.field("word_id", pa.int32(), nullable=False),
@@ -373,6 +381,12 @@ def published_schemas() -> dict[str, str]:
             "<root>/corpus/vocab.parquet: one row per word. word_id is dense 0..N-1 in row order "
             "(ranked by tf-idf at ingest); word unique; df and tf count documents and tokens in the "
             "stored corpus.",
+        ),
+        "labels.schema.json": _schema_json(
+            LABELS_SCHEMA,
+            "<root>/corpus/labels.parquet (optional; jsmf ingest --labels): display labels of words, e.g. movie "
+            "titles for MovieLens item ids. word_id refers to vocab.parquet; words without a row show as "
+            "themselves.",
         ),
         "doc_topics.schema.json": _schema_json(
             DOC_TOPICS_SCHEMA,

@@ -23,11 +23,11 @@ from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output, write_file
 from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, open_model, topics_path
-from jsmf_dask.io.parquet import corpus_dir, read_vocabulary, vocabulary_hash
+from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.anchors import greedy_anchors
-from jsmf_dask.kernels.rectify import Comparison, LowRankIterate, alternating_projection, top_eigenpairs
+from jsmf_dask.kernels.rectify import AP_TOL, Comparison, LowRankIterate, alternating_projection, top_eigenpairs
 from jsmf_dask.kernels.recover import SOLVERS, least_squares_topic_topic, topic_topic, topic_word
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.stages.cooccurrence import word_block_edges
@@ -275,7 +275,7 @@ def fit(
     n_topics: int,
     rectifier: str = "ap",
     iterations: int = 150,
-    tol: float | None = None,
+    tol: float | None = AP_TOL,
     end_with: str = "nonnegative",
     solver: str = "exact",
     min_anchor_df: int | None = None,
@@ -300,8 +300,10 @@ def fit(
         Arora et al. 2013).
     iterations : int, default=150
         AP cycles (at most, with ``tol``).
-    tol : float, optional
-        AP early stop on the relative change ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F``.
+    tol : float or None, default=1e-6
+        AP stops when the relative change ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F``
+        falls below it (:data:`~jsmf_dask.kernels.rectify.AP_TOL`: the
+        eigensolver's accuracy); None runs every one of ``iterations``.
     end_with : {'nonnegative', 'psd'}, default='nonnegative'
         AP's last projection.
     solver : {'exact', 'eg'}, default='exact'
@@ -452,7 +454,8 @@ def fit(
             "versions": library_versions(),
         }
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
-    fitted = FitResult(name, result.anchors, B, A, A_ls, words, result.trace, result.eig.values, result.n_iter,
+    fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
+                       result.eig.values, result.n_iter,
                        model_path(root, name), attrs)
     write_topics(topics_path(root, name), fitted)
     return fitted

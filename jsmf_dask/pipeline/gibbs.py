@@ -23,7 +23,7 @@ from jsmf_dask._validation import check_heldout
 from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.io.fs import staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, topics_path, write_array
-from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block, read_vocabulary, vocabulary_hash
+from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
 from jsmf_dask.kernels.heldout import heldout_mask
@@ -141,7 +141,8 @@ def fit_gibbs(
                             "alpha": np.full(n_topics, float(alpha))}.items():
             write_array(tmp, key, values)
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
-    fitted = FitResult(name, anchors, B, A, np.full_like(A, np.nan), words, {}, np.zeros(0), iterations,
+    fitted = FitResult(name, anchors, B, A, np.full_like(A, np.nan), display_words(corpus, words), {}, np.zeros(0),
+                       iterations,
                        model_path(root, name), attrs)
     write_topics(topics_path(root, name), fitted)
     return fitted

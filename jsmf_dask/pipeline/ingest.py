@@ -29,6 +29,8 @@ from jsmf_dask.exceptions import InputError, InvalidParameterError
 from jsmf_dask.io.fs import get_fs, is_local, join, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
+    display_words,
+    write_labels,
     doc_id_hashes,
     find_duplicate_doc_id,
     list_blocks,
@@ -39,6 +41,7 @@ from jsmf_dask.io.sources import (
     RatingsBucketPartition,
     RatingsColumns,
     TextOptions,
+    read_labels,
     baskets_partitions,
     ratings_buckets,
     text_partitions,
@@ -82,6 +85,7 @@ class IngestReport:
     n_shards: int
     min_doc_tokens: int
     min_doc_words: int
+    n_labelled: int = 0
 
     def lines(self) -> list[str]:
         """Human-readable summary, one rule per line."""
@@ -99,7 +103,8 @@ class IngestReport:
             f"  - {self.docs_removed_short} removed with fewer than {self.min_doc_tokens} tokens",
             f"  - {self.docs_removed_few_words} removed with fewer than {self.min_doc_words} distinct words",
             f"  = {self.n_docs} documents kept, {self.n_tokens} tokens, in {self.n_shards} shards",
-        ]
+        ] + ([f"labels: {self.n_labelled} of the {self.n_words} words have one (shown in topics)"]
+             if self.n_labelled else [])
 
 
 def load_stopwords(stopwords: str | Sequence[str] | None) -> frozenset[str]:
@@ -159,6 +164,7 @@ class _AppendTarget:
     shards: list[str]
     manifest: dict
     next_index: int
+    labels: dict[str, str] | None = None
 
 
 def _existing_corpus(corpus: str) -> _AppendTarget:
@@ -170,7 +176,11 @@ def _existing_corpus(corpus: str) -> _AppendTarget:
     if fs.exists(path):
         with fs.open(path) as f:
             manifest = json.load(f)
-    return _AppendTarget(vocab=vocab, shards=shards, manifest=manifest, next_index=max(numbers, default=-1) + 1)
+    words = vocab.column("word").to_pylist()
+    shown = display_words(corpus, words)
+    labels = {w: lab for w, lab in zip(words, shown, strict=True) if lab != w} or None
+    return _AppendTarget(vocab=vocab, shards=shards, manifest=manifest, next_index=max(numbers, default=-1) + 1,
+                         labels=labels)
 
 
 def _link_existing(existing: _AppendTarget, tmp: str, new_shards: list[str]) -> None:
@@ -224,6 +234,7 @@ def ingest(
     overwrite: bool = False,
     append: bool = False,
     encoding: str = "utf-8",
+    labels: str | None = None,
 ) -> IngestReport:
     """Read raw input, curate the vocabulary and write the corpus under ``<root>/corpus``.
 
@@ -271,6 +282,12 @@ def ingest(
         Encoding of text, JSONL, CSV and baskets input. Decoding is strict
         everywhere: a binary file or bytes invalid in this encoding are an
         :class:`InputError` naming the file (and line), never replaced.
+    labels : str, optional
+        A CSV (``.tsv``: tab-separated) file with a header whose first column
+        is an item (a word of the vocabulary: ratings' item ids, basket items)
+        and second its label, e.g. MovieLens ``movies.csv`` (``movieId,title``).
+        Stored as ``corpus/labels.parquet``; topics, reports and the CLI show
+        the labels. An append keeps the corpus's labels unless new ones are given.
 
     Returns
     -------
@@ -315,6 +332,7 @@ def ingest(
             raise InvalidParameterError("vocab_size applies to a new corpus; an append keeps the existing vocabulary")
         existing = _existing_corpus(corpus_dir(root))
 
+    label_map = read_labels(labels, encoding=encoding) if labels is not None else None  # checked before any work
     with staged_output(corpus_dir(root), overwrite=overwrite or append) as tmp:
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
@@ -405,6 +423,12 @@ def ingest(
             }
         )
         write_vocabulary(vocab_table, tmp)
+        if label_map is not None:
+            n_labelled = write_labels(label_map, kept_words, tmp)
+        elif existing is not None and existing.labels is not None:
+            n_labelled = write_labels(existing.labels, kept_words, tmp)
+        else:
+            n_labelled = 0
         report = IngestReport(
             format=format,
             n_input_docs=n_input,
@@ -423,6 +447,7 @@ def ingest(
             n_shards=n_new_shards,
             min_doc_tokens=min_doc_tokens,
             min_doc_words=min_doc_words,
+            n_labelled=n_labelled,
         )
         if report.words_unused_after_filter:
             warnings.warn(

@@ -32,7 +32,7 @@ from jsmf_dask._validation import check_heldout
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, topics_path, write_array
-from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary, vocabulary_hash
+from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
 from jsmf_dask.kernels.metrics import topic_changes
@@ -263,7 +263,8 @@ def refine(
             "versions": library_versions(),
         }
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
-    result = RefineResult(name, np.zeros(0, dtype=np.int64), B, A, np.full_like(A, np.nan), words, trace,
+    result = RefineResult(name, np.zeros(0, dtype=np.int64), B, A, np.full_like(A, np.nan),
+                          display_words(corpus, words), trace,
                           np.zeros(0), len(records), model_path(root, name), attrs, source=model, source_B=B0)
     write_topics(topics_path(root, name), result)
     return result

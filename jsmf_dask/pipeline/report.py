@@ -20,7 +20,7 @@ from jsmf_dask import _progress
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, open_model
-from jsmf_dask.io.parquet import corpus_dir, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence
 from jsmf_dask.kernels.metrics import top_words, topic_changes
 from jsmf_dask.kernels.recover import topic_topic
@@ -135,7 +135,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     metrics = read_metrics(root) if fs.exists(mpath) else None
     if metrics is None or set(metrics["models"]) != set(names):
         metrics = evaluate(root)
-    words = read_vocabulary(corpus_dir(root)).column("word").to_pylist()
+    words = display_words(corpus_dir(root), read_vocabulary(corpus_dir(root)).column("word").to_pylist())
     store = open_cooccurrence(cooc_path(root))
     out = report_dir(root)
     images: dict[str, bytes] = {}

@@ -58,9 +58,9 @@ _FIT_KEYS = {"topics": "n_topics"}
 
 
 def _input_files(kwargs: dict[str, Any]) -> list[str]:
-    """Every file ingest reads: the inputs, and the vocabulary beside a UCI docword file (or the one given)."""
+    """Every file ingest reads: the inputs, the labels, and the vocabulary beside a UCI docword file (or the one given)."""
     files = list(kwargs["inputs"])
-    for extra in (kwargs.get("vocab"), kwargs.get("doc_ids")):
+    for extra in (kwargs.get("vocab"), kwargs.get("doc_ids"), kwargs.get("labels")):
         if extra:
             files.append(extra)
     if not kwargs.get("vocab"):

@@ -60,6 +60,7 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "min_word_length": (_INT, False), "delimiter": (_STR, False), "vocab_size": (_INT, False),
         "min_doc_tokens": (_INT, False), "min_doc_words": (_INT, False), "docs_per_shard": (_INT, False),
         "row_group_size": (_INT, False), "append": (_BOOL, False), "encoding": (_STR, False),
+        "labels": (_STR, False),
     },
     "cooccur": {"tile_size": (_INT, False), "codoc": (_BOOL, False), "batch_nnz": (_INT, False),
                 "update": (_BOOL, False), "heldout": _FRACTION},
@@ -150,7 +151,7 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
             if not inputs or not all(isinstance(x, str) for x in inputs):
                 raise ConfigError(f"{path}: [ingest]: key 'inputs' must be a non-empty list of paths")
             value = dict(value, inputs=[_resolve(base, x) for x in inputs])
-            for key in ("vocab", "doc_ids"):
+            for key in ("vocab", "doc_ids", "labels"):
                 if key in value:
                     value[key] = _resolve(base, value[key])
         stages[name] = [dict(t) for t in tables] if name in _LISTS else dict(value)

@@ -212,3 +212,37 @@ def test_a_directory_of_uci_files_is_read_as_uci(tmp_path):
     from_file = ingest(tmp_path / "b", [str(REUTERS_DOCWORD)], vocab_size=500)
     assert from_dir.n_docs == from_file.n_docs == 395
     assert read_vocabulary(str(tmp_path / "a" / "corpus")).equals(read_vocabulary(str(tmp_path / "b" / "corpus")))
+
+
+def test_item_labels_are_shown_in_topics(tmp_path):
+    import dask
+
+    from jsmf_dask import cooccur, fit
+    from jsmf_dask.io.parquet import display_words
+
+    rng = np.random.default_rng(0)
+    lines = ["userId,movieId,rating"]
+    for user in range(300):  # two tastes: movies 1-6 or movies 7-12
+        first = 1 if user % 2 else 7
+        for movie in rng.choice(np.arange(first, first + 6), size=4, replace=False):
+            lines.append(f"u{user},{movie},{rng.integers(3, 6)}")
+    (tmp_path / "ratings.csv").write_text("\n".join(lines) + "\n")
+    titles = {m: f"Movie {m}, the sequel" for m in range(1, 13)}
+    (tmp_path / "movies.csv").write_text("movieId,title,genres\n" + "".join(
+        f'{m},"{t}",Drama\n' for m, t in titles.items()) + "99,Unrated film,Drama\n")
+    report = ingest(tmp_path / "run", [str(tmp_path / "ratings.csv")], format="ratings",
+                    labels=str(tmp_path / "movies.csv"))
+    assert report.n_labelled == 12 and "labels: 12 of the 12 words have one" in report.lines()[-1]
+    corpus = str(tmp_path / "run" / "corpus")
+    words = read_vocabulary(corpus).column("word").to_pylist()
+    assert display_words(corpus, words) == [titles[int(w)] for w in words]
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        cooccur(tmp_path / "run")
+        model = fit(tmp_path / "run", n_topics=2, min_anchor_df=0)
+    shown = (tmp_path / "run" / "topics" / "k2-ap.txt").read_text()
+    assert "Movie 1, the sequel" in shown and "Movie 12, the sequel" in shown
+    assert model.words == display_words(corpus, words)
+    # an append keeps the labels
+    (tmp_path / "more.csv").write_text("userId,movieId,rating\nv1,3,5\nv1,4,5\nv1,5,4\nv1,6,4\nv1,2,5\n")
+    ingest(tmp_path / "run", [str(tmp_path / "more.csv")], format="ratings", append=True)
+    assert display_words(corpus, read_vocabulary(corpus).column("word").to_pylist()) == [titles[int(w)] for w in words]

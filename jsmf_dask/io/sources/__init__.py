@@ -13,6 +13,7 @@ field and what was expected.
 
 from jsmf_dask.io.sources._common import ReadSummary
 from jsmf_dask.io.sources.baskets import BasketsPartition, baskets_partitions
+from jsmf_dask.io.sources.labels import read_labels
 from jsmf_dask.io.sources.ratings import (
     RatingsBucketPartition,
     RatingsColumns,
@@ -29,6 +30,7 @@ from jsmf_dask.io.sources.text import (
 from jsmf_dask.io.sources.uci import UCIPartition, read_uci_vocabulary, uci_partitions
 
 __all__ = [
+    "read_labels",
     "ReadSummary",
     "UCIPartition",
     "read_uci_vocabulary",
