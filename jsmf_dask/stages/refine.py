@@ -10,9 +10,11 @@ its block's ``γ`` from ``<scratch>/gamma-<s mod 2>/`` and writes the new one to
 the other generation, so a task that runs twice (a worker died) reads the same
 input and writes the same output.
 
-Memory per task: the block's count matrix, its ``γ`` (rows × K), the N×K
-``exp(E[log β])`` and counts, and the E-step's chunk temporaries (a few
-arrays of ``chunk_entries`` float64).
+Memory per task, O(N·K + rows of a block): the block's count matrix (its
+non-zeros), its ``γ`` (rows × K), the N×K ``exp(E[log β])`` and expected
+counts, and the compiled E-step's buffer of one document (its distinct words
+× K). At N = 15,000, K = 100 and 10,000-document row groups: 2 × 12 MB for
+the N×K arrays, 8 MB of ``γ``, ~20 MB of counts.
 """
 
 from __future__ import annotations
