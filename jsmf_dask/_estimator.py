@@ -30,9 +30,9 @@ class RectifiedAnchorWords:
         Arora et al. 2013).
     max_iter : int, default=150
         AP cycles.
-    tol : float or None, default=1e-6
-        AP stops when ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F`` falls below it (the
-        eigensolver's accuracy); None runs all ``max_iter`` cycles.
+    tol : float or None, default=None
+        AP stops when ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F`` falls below it; None
+        runs all ``max_iter`` cycles (see the README on 1e-6).
     end_with : {'nonnegative', 'psd'}, default='nonnegative'
         AP's last projection.
     solver : {'exact', 'eg'}, default='exact'
@@ -86,7 +86,7 @@ class RectifiedAnchorWords:
     """
 
     def __init__(self, n_topics: int = 10, *, rectifier: str = "ap", max_iter: int = 150,
-                 tol: float | None = 1e-6, end_with: str = "nonnegative", solver: str = "exact",
+                 tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
                  min_anchor_df: int | None = None, random_state: int = 0, refine_sweeps: int | None = None):
         self.n_topics = n_topics
         self.rectifier = rectifier

@@ -16,7 +16,6 @@ import numpy as np
 
 from jsmf_dask.kernels.anchors import greedy_anchors
 from jsmf_dask.kernels.rectify import (
-    AP_TOL,
     DenseAP,
     Eigenpairs,
     alternating_projection,
@@ -61,7 +60,7 @@ def rectify(
     *,
     rectifier: str = "ap",
     iterations: int = 150,
-    tol: float | None = AP_TOL,
+    tol: float | None = None,
     end_with: str = "nonnegative",
     eig_tol: float = 1e-6,
     dc_permutations: int = 30,
