@@ -88,7 +88,8 @@ def our_pipeline(docword: Path, run: str, truth: np.ndarray, args) -> dict:
     rows: list[dict] = []
     staged("ingest", args.workers, lambda: ingest(run, [str(docword)], stopwords=None, overwrite=True), rows)
     staged("cooccur", args.workers, lambda: cooccur(run, overwrite=True), rows)
-    spectral = staged("fit (AP)", args.workers, lambda: fit(run, n_topics=args.topics, overwrite=True), rows)
+    spectral = staged("fit (AP)", args.workers, lambda: fit(run, n_topics=args.topics, tol=args.fit_tol, overwrite=True),
+                      rows)
     ids = [int(w[1:]) for w in read_vocabulary(f"{run}/corpus").column("word").to_pylist()]
 
     def error(B: np.ndarray) -> float:
@@ -151,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--length", type=float, default=200)
     p.add_argument("--sweeps", type=int, default=8, help="refine sweeps (each one's error is reported)")
     p.add_argument("--tol", type=float, default=None, help="refine's early stop (default: the library's)")
+    p.add_argument("--fit-tol", type=float, default=None,
+                   help="AP's relative-change stop (fit --tol; default: none, 150 cycles)")
     p.add_argument("--alpha", default=None, help="refine's alpha (default: the library's)")
     p.add_argument("--runs", type=int, default=3, help="repeats of our pipeline (medians reported)")
     p.add_argument("--workers", type=int, default=2)
@@ -222,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             report["peers"][name] = out if isinstance(out, str) else {"seconds": out[0], "B_l1": matched_l1(out[1], truth)}
             print(f"{name}: {report['peers'][name]}", file=sys.stderr, flush=True)
 
-    print(f"\nM={args.docs} N={args.words} K={args.topics} L={args.length}; our pipeline: medians of {args.runs} runs, "
-          f"{args.workers} worker processes\n")
+    print(f"\nM={args.docs} N={args.words} K={args.topics} L={args.length}; fit --tol {args.fit_tol}; our pipeline: "
+          f"medians of {args.runs} runs, {args.workers} worker processes\n")
     print("| stage | wall s | peak RSS / worker MB |\n|---|---|---|")
     for s in stages:
         print(f"| {s} | {med[s]:.1f} | {peak[s]:.0f} |")
