@@ -111,6 +111,18 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
             "fill_value": 0,
             "meaning": "co-document frequency: counted documents containing both i and j; D2[i, i] = D1[i]",
         },
+        "eigenvalues": {
+            "dtype": "float64",
+            "shape": ["R"],
+            "meaning": "compressed store only (form 'compressed', no C or D2): the top-R algebraic eigenvalues "
+                       "of C, descending",
+        },
+        "eigenvectors": {
+            "dtype": "float64",
+            "shape": ["N", "R"],
+            "chunks": ["tile", "R"],
+            "meaning": "compressed store only: the matching orthonormal eigenvectors",
+        },
         "doc_hashes": {
             "dtype": "uint64",
             "shape": ["n_docs"],
@@ -132,6 +144,11 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
         "heldout_fraction": "float, documents whose doc_id hash (blake2b, person 'jsmf-heldout') falls below "
                             "this fraction of [0, 1) are not counted (0: none)",
         "n_docs_heldout": "int, documents held out",
+        "form": "'dense' (C, D1, D2) or 'compressed' (eigenvalues, eigenvectors, D1); absent means dense",
+        "rank": "compressed: int R, the eigenpairs stored",
+        "eig_residual": "compressed: max_j ||C v_j - lambda_j v_j|| / |lambda_1| of the stored pairs",
+        "eig_tol": "compressed: the residual asked for",
+        "n_passes": "compressed: passes over the corpus (products with C) the eigensolver took",
         "versions": "object {package: version}",
     },
 }

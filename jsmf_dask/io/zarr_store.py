@@ -24,6 +24,7 @@ __all__ = [
     "cooc_path",
     "zarr_store",
     "create_cooccurrence",
+    "write_compressed",
     "write_tile",
     "CooccurrenceStore",
     "open_cooccurrence",
@@ -68,6 +69,19 @@ def create_cooccurrence(url: str, n_words: int, tile_size: int, *, codoc: bool =
         )
 
 
+def write_compressed(url: str, values: np.ndarray, vectors: np.ndarray, tile_size: int) -> None:
+    """Create the compressed group at ``url``: the top-R eigenpairs of ``C`` (``eigenvalues``, ``eigenvectors``)
+    and an empty ``D1``."""
+    group = zarr.open_group(zarr_store(url), mode="w-", zarr_format=3)
+    n, rank = vectors.shape
+    group.create_array("eigenvalues", data=np.asarray(values, dtype=np.float64))
+    arr = group.create_array("eigenvectors", shape=(n, rank), chunks=(min(n, max(tile_size, 1)), rank),
+                             dtype="float64", compressors=ZstdCodec(level=1), config=_ARRAY_CONFIG)
+    arr[...] = vectors
+    group.create_array("D1", shape=(n,), chunks=(min(n, max(tile_size, 1)),), dtype="int64",
+                       compressors=ZstdCodec(level=1), fill_value=0, config=_ARRAY_CONFIG)
+
+
 def write_tile(
     url: str,
     rows: tuple[int, int],
@@ -108,9 +122,26 @@ class CooccurrenceStore:
         return int(self.attrs["n_words"])
 
     @property
+    def compressed(self) -> bool:
+        """True for a compressed store (top-R eigenpairs of ``C``, no N×N array)."""
+        return self.attrs.get("form", "dense") == "compressed"
+
+    @property
+    def rank(self) -> int | None:
+        """R, the eigenpairs a compressed store holds (None for a dense store)."""
+        return int(self.attrs["rank"]) if self.compressed else None
+
+    @property
     def C(self) -> zarr.Array:
         """The co-occurrence matrix (Zarr array; slice it to read)."""
+        if self.compressed:
+            raise StoreError(f"{self.url}: a compressed store (rank {self.rank}) has no N x N C; this step needs "
+                             "the dense store (`jsmf cooccur --overwrite` without --rank)")
         return self.group["C"]
+
+    def eigenpairs(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The top ``k`` stored eigenvalues and eigenvectors of ``C`` (compressed store)."""
+        return self.group["eigenvalues"][:k], self.group["eigenvectors"][:, :k]
 
     @property
     def D1(self) -> zarr.Array:
@@ -149,7 +180,15 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
             f"{url}: attribute 'schema_version' is {attrs['schema_version']!r}; expected {SCHEMA_VERSION}"
         )
     n = int(attrs["n_words"])
-    for name, dtype, shape in (("C", "float64", (n, n)), ("D1", "int64", (n,))):
+    form = attrs.get("form", "dense")
+    if form == "compressed":
+        rank = int(attrs.get("rank", 0))
+        expected = (("eigenvectors", "float64", (n, rank)), ("eigenvalues", "float64", (rank,)), ("D1", "int64", (n,)))
+    elif form == "dense":
+        expected = (("C", "float64", (n, n)), ("D1", "int64", (n,)))
+    else:
+        raise StoreError(f"{url}: attribute 'form' is {form!r}; expected 'dense' or 'compressed'")
+    for name, dtype, shape in expected:
         if name not in group:
             raise StoreError(f"{url}: array {name!r} is missing")
         arr = group[name]

@@ -24,6 +24,7 @@ __all__ = [
     "BlockTotals",
     "block_contribution",
     "tile_products",
+    "gram_product",
 ]
 
 
@@ -67,6 +68,9 @@ class BlockTotals:
         Documents skipped because they have fewer than 2 tokens.
     n_tokens : int
         Tokens of the counted documents.
+    squares : ndarray of float64, shape (N,)
+        ``Σ_m H̃_mi²``, the diagonal of ``H̃ᵀH̃`` (so that ``C`` times a vector is
+        ``H̃ᵀ(H̃x) + (diagonal − squares)·x`` without forming ``C``).
     """
 
     diagonal: np.ndarray
@@ -75,6 +79,7 @@ class BlockTotals:
     n_docs: int
     n_short: int
     n_tokens: int
+    squares: np.ndarray
 
     def __add__(self, other: BlockTotals) -> BlockTotals:
         return BlockTotals(
@@ -84,6 +89,7 @@ class BlockTotals:
             self.n_docs + other.n_docs,
             self.n_short + other.n_short,
             self.n_tokens + other.n_tokens,
+            self.squares + other.squares,
         )
 
 
@@ -131,6 +137,7 @@ def block_contribution(H: sp.csr_array, edges: np.ndarray) -> tuple[list[sp.csr_
         n_docs=int(used.sum()),
         n_short=int((~used).sum()),
         n_tokens=int(n[used].sum()),
+        squares=np.bincount(Hu.indices, weights=scaled * scaled, minlength=n_words),
     )
 
 
@@ -160,3 +167,8 @@ def tile_products(
         (np.ones(right.nnz, dtype=np.int64), right.indices, right.indptr), shape=right.shape
     )
     return cooc, (lb @ rb).toarray()
+
+
+def gram_product(Ht: sp.csr_array, V: np.ndarray) -> np.ndarray:
+    """``H̃ᵀ (H̃ V)`` for a block's scaled counts (the off-diagonal part of ``C V``, unnormalised)."""
+    return np.asarray(Ht.T @ (Ht @ V))

@@ -11,6 +11,9 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata
 import posixpath
+import time
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dask
@@ -19,7 +22,7 @@ import zarr
 
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout, check_int
-from jsmf_dask.exceptions import CorpusSchemaError, InvalidParameterError, StoreError
+from jsmf_dask.exceptions import ConvergenceWarning, CorpusSchemaError, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
@@ -31,7 +34,9 @@ from jsmf_dask.io.parquet import (
     vocabulary_hash,
 )
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import cooc_path, create_cooccurrence, open_cooccurrence, zarr_store
+from jsmf_dask.io.zarr_store import cooc_path, create_cooccurrence, open_cooccurrence, write_compressed, zarr_store
+from jsmf_dask.kernels.rectify import top_eigenpairs
+from jsmf_dask.stages.compressed import block_totals, product_task, scaled_blocks
 from jsmf_dask.stages.cooccurrence import (
     block_hashes,
     block_partials,
@@ -68,12 +73,17 @@ class CooccurrenceSummary:
     n_blocks: int
     n_tiles: int
     path: str
+    rank: int | None = None
+    eig_residual: float | None = None
+    n_passes: int | None = None
 
     def lines(self) -> list[str]:
         skipped = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in self.n_docs_skipped.items()) or "none"
+        what = (f"{self.n_blocks} blocks, {self.n_tiles} tiles" if self.rank is None else
+                f"{self.n_blocks} blocks; compressed: top {self.rank} eigenpairs, relative residual "
+                f"{self.eig_residual:.1e} after {self.n_passes} passes over the corpus, no N x N array")
         return [
-            f"C: {self.n_words} x {self.n_words} from {self.n_docs} documents ({self.n_tokens} tokens) "
-            f"in {self.n_blocks} blocks, {self.n_tiles} tiles",
+            f"C: {self.n_words} x {self.n_words} from {self.n_docs} documents ({self.n_tokens} tokens) in {what}",
             f"documents skipped: {skipped}",
             *([f"documents held out: {self.n_docs_heldout} (doc_id hash below {self.heldout_fraction})"]
               if self.heldout_fraction else []),
@@ -90,6 +100,9 @@ def cooccur(
     overwrite: bool = False,
     update: bool = False,
     heldout: float | None = None,
+    rank: int | None = None,
+    eig_tol: float = 1e-6,
+    on_pass: Callable[[int, float], None] | None = None,
 ) -> CooccurrenceSummary:
     """Build ``<root>/cooc.zarr`` from ``<root>/corpus``, or add the shards it has not counted yet.
 
@@ -119,6 +132,18 @@ def cooccur(
         use the same documents. The split depends on each doc_id alone:
         appending documents never moves one across it. An update keeps the
         store's fraction.
+    rank : int, optional
+        Write the **compressed** store instead of the dense one: the top-``rank``
+        eigenpairs of ``C`` (and ``D1``), computed without any N×N array by a
+        block eigensolver whose every product with ``C`` is one pass over the
+        corpus (:mod:`jsmf_dask.stages.compressed`). Memory O(N·rank); fits
+        with ``rectifier='enn'`` and any K up to ``rank``. No ``D2``: coherence
+        is then counted from the corpus by ``evaluate``. Not updatable.
+    eig_tol : float, default=1e-6
+        Compressed store: the relative residual ``max_j ‖C v_j − λ_j v_j‖ / |λ_1|``
+        asked of the eigenpairs (recorded, with the passes taken).
+    on_pass : callable, optional
+        Compressed store: called with ``(pass, seconds)`` after each pass.
 
     Returns
     -------
@@ -144,6 +169,14 @@ def cooccur(
     batch_nnz = config.get("cooccur.batch-nnz", batch_nnz)
     check_int(tile_size, "tile_size", owner, low=1)
     check_int(batch_nnz, "batch_nnz", owner, low=1)
+    if rank is not None:
+        check_int(rank, "rank", owner, low=2)
+        if update:
+            raise InvalidParameterError("update=True adds to a dense store; a compressed store (rank=...) cannot be "
+                                        "updated: rebuild it with overwrite=True")
+    if not (isinstance(eig_tol, (int, float)) and 0 < eig_tol < 1):
+        raise InvalidParameterError(f"The 'eig_tol' parameter of {owner} must be a float in (0, 1). Got {eig_tol!r} "
+                                    "instead.")
     corpus = corpus_dir(root)
     vocab = read_vocabulary(corpus)
     words = vocab.column("word").to_pylist()
@@ -156,6 +189,10 @@ def cooccur(
             raise InvalidParameterError("update=True adds to the existing store and overwrite=True replaces it; "
                                         "pass one of them")
         old = open_cooccurrence(cooc_path(root))
+        if old.compressed:
+            raise StoreError(f"{old.url}: a compressed store (rank {old.rank}) cannot be updated (its eigenpairs are "
+                             "not a sum over documents); rebuild it: `jsmf cooccur --overwrite --rank "
+                             f"{old.rank}`")
         stored = float(old.attrs.get("heldout_fraction", 0.0))
         if heldout and heldout != stored:
             raise InvalidParameterError(f"{old.url} holds out a fraction {stored} of the documents; an update keeps "
@@ -164,6 +201,11 @@ def cooccur(
         blocks = _uncounted_blocks(old, blocks, words, corpus)
         tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
         base = (old.url, float(old.attrs["entry_sum"]))
+    if rank is not None:
+        if rank >= n_words:
+            raise InvalidParameterError(f"The 'rank' parameter of {owner} must be below the {n_words} words of the "
+                                        f"vocabulary. Got {rank} instead.")
+        return _compressed(root, blocks, words, heldout, rank, eig_tol, tile_size, overwrite, on_pass)
     edges = word_block_edges(n_words, tile_size)
     with staged_output(cooc_path(root), overwrite=overwrite or update) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
@@ -231,6 +273,69 @@ def cooccur(
             }
         )
         fs.rm(scratch_path, recursive=True)
+    return result
+
+
+#: Product tasks per pass of the compressed eigensolver (fixed, so the sums do not depend on the cluster).
+PRODUCT_TASKS = 8
+
+
+def _compressed(root: str, blocks, words: list[str], heldout: float, rank: int, eig_tol: float, tile_size: int,
+                overwrite: bool, on_pass) -> CooccurrenceSummary:
+    """The compressed store: persist the scaled counts, then a block eigensolver whose products are corpus passes."""
+    n_words = len(words)
+    corpus = corpus_dir(root)
+    shards = sorted({b.path for b in blocks})
+    with staged_output(cooc_path(root), overwrite=overwrite) as tmp:
+        client = _progress.active_client()
+        scaled = scaled_blocks(blocks, n_words, heldout)
+        scaled = client.persist(scaled) if client is not None else list(
+            dask.persist(*scaled, scheduler=dask.config.get("scheduler", None) or "threads"))
+        manifest = [dask.delayed(file_manifest, pure=True)(u) for u in shards]
+        (summary, hashes), manifest = _progress.compute(block_totals(scaled), manifest)
+        _check_unique(blocks, hashes)
+        if summary.n_docs == 0:
+            raise StoreError(f"{corpus}: no document has 2 or more tokens; C is undefined")
+        correction = summary.diagonal - summary.squares
+        passes = 0
+        started = time.perf_counter()
+
+        def matmat(V: np.ndarray) -> np.ndarray:
+            nonlocal passes, started
+            V = np.ascontiguousarray(V)
+            shared = client.scatter(V, broadcast=True) if client is not None else V
+            with dask.config.set({"jsmf.progress": False}):
+                (HtHV,) = _progress.compute(product_task(scaled, shared, n_tasks=PRODUCT_TASKS))
+            passes += 1
+            if on_pass is not None:
+                on_pass(passes, time.perf_counter() - started)
+            started = time.perf_counter()
+            return (HtHV + correction[:, None] * V) / summary.entry_sum
+
+        eig = top_eigenpairs(matmat, n_words, rank, tol=eig_tol, rng=np.random.default_rng(0))
+        del scaled
+        write_compressed(tmp, eig.values, eig.vectors, tile_size)
+        group = zarr.open_group(zarr_store(tmp), mode="r+")
+        group["D1"][:] = summary.doc_freq
+        group.create_array("doc_hashes", data=np.sort(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)))
+        held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short
+        result = CooccurrenceSummary(
+            n_words=n_words, n_docs=summary.n_docs, n_docs_skipped={"fewer_than_2_tokens": summary.n_short},
+            n_docs_heldout=held, heldout_fraction=heldout, n_tokens=summary.n_tokens, entry_sum=summary.entry_sum,
+            n_blocks=len(blocks), n_tiles=0, path=cooc_path(root), rank=rank, eig_residual=eig.residual,
+            n_passes=passes,
+        )
+        group.attrs.update({
+            "schema_version": SCHEMA_VERSION, "form": "compressed", "rank": rank, "eig_residual": eig.residual,
+            "eig_tol": eig_tol, "n_passes": passes, "n_words": n_words, "tile_size": tile_size,
+            "n_docs": result.n_docs, "n_docs_skipped": result.n_docs_skipped, "heldout_fraction": heldout,
+            "n_docs_heldout": held, "n_tokens": result.n_tokens, "entry_sum": result.entry_sum,
+            "vocab_hash": vocabulary_hash(words), "corpus_manifest": list(manifest), "updates": [], "codoc": False,
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "versions": library_versions(),
+        })
+    if eig.residual > eig_tol:
+        warnings.warn(f"the compressed store's eigenpairs stopped at a relative residual {eig.residual:.2e} above "
+                      f"eig_tol={eig_tol:g} after {passes} passes", ConvergenceWarning, stacklevel=3)
     return result
 
 

@@ -1,7 +1,9 @@
 """``fit``: ``<root>/cooc.zarr`` → ``<root>/model.zarr/<name>`` and ``<root>/topics/<name>.txt``.
 
-Rectify (AP, DC or none) → anchors → B and A (paper §3), each a Dask stage.
-See :mod:`jsmf_dask.stages.fit` for the two execution paths of rectification.
+Rectify (AP, DC, ENN or none) → anchors → B and A (paper §3), each a Dask stage.
+See :mod:`jsmf_dask.stages.fit` for the execution paths of rectification: AP
+in one task or tiled over a dense C, and ENN + LAW on a low-rank C (from a
+compressed store or a dense one) without any N×N array.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import dask
 import numpy as np
 import psutil
+import scipy.sparse as sps
 import zarr
 
 from jsmf_dask import _progress, config
@@ -27,6 +30,7 @@ from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, voc
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.anchors import greedy_anchors
+from jsmf_dask.kernels.lowrank import checked_rows, enn_memory
 from jsmf_dask.kernels.rectify import Comparison, LowRankIterate, alternating_projection, top_eigenpairs
 from jsmf_dask.kernels.recover import SOLVERS, least_squares_topic_topic, topic_topic, topic_word
 from jsmf_dask.pipeline.cooccur import library_versions
@@ -40,13 +44,15 @@ from jsmf_dask.stages.fit import (
     rectify_in_task,
     row_block_tasks,
     copy_tasks,
+    enn_in_task,
+    law_recovery_tasks,
     write_iterate_tasks,
     write_small,
 )
 
 __all__ = ["FitResult", "CycleRecord", "choose_path", "convergence_issues", "fit", "RECTIFIERS", "default_name", "write_topics"]
 
-RECTIFIERS = ("ap", "dc", "none")
+RECTIFIERS = ("ap", "dc", "enn", "none")
 PATHS = ("auto", "in-task", "tiled")
 END_WITH = ("nonnegative", "psd")
 
@@ -109,20 +115,21 @@ class TiledAP:
 
 @dataclass
 class CycleRecord:
-    """One AP cycle as reported to ``fit``'s ``on_cycle``."""
+    """One AP or ENN cycle as reported to ``fit``'s ``on_cycle``."""
 
     cycle: int
     of: int
     relative_change: float
     seconds: float
     eta: float  # seconds left at the mean pace so far, if every cycle up to ``of`` runs
+    rectifier: str = "ap"
 
     def line(self) -> str:
-        return (f"fit: AP cycle {self.cycle}/{self.of}, relative change {self.relative_change:.3g}, "
-                f"{self.seconds:.2f} s/cycle, ETA {self.eta:.0f} s")
+        return (f"fit: {self.rectifier.upper()} cycle {self.cycle}/{self.of}, relative change "
+                f"{self.relative_change:.3g}, {self.seconds:.2f} s/cycle, ETA {self.eta:.0f} s")
 
 
-def _cycle_records(on_cycle: Callable[[CycleRecord], None]) -> Callable[[dict], None]:
+def _cycle_records(on_cycle: Callable[[CycleRecord], None], rectifier: str = "ap") -> Callable[[dict], None]:
     """A :func:`_progress.listen` callback turning cycle messages into :class:`CycleRecord` calls."""
     spent: list[float] = []
 
@@ -130,7 +137,7 @@ def _cycle_records(on_cycle: Callable[[CycleRecord], None]) -> Callable[[dict], 
         spent.append(float(message["seconds"]))
         eta = (message["of"] - message["cycle"]) * sum(spent) / len(spent)
         on_cycle(CycleRecord(int(message["cycle"]), int(message["of"]), float(message["relative_change"]),
-                             float(message["seconds"]), eta))
+                             float(message["seconds"]), eta, rectifier))
 
     return receive
 
@@ -156,6 +163,19 @@ def _fat_worker(client, need: int) -> str | None:
             f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; {where} has a memory "
             f"limit of {limit / 2**30:.1f} GiB. Start a worker with --memory-limit of at least "
             f"{need / IN_TASK_SHARE / 2**30:.1f}GiB, or use path='tiled'."
+        )
+    return addr
+
+
+def _check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: bool) -> str | None:
+    """The worker to run ENN + LAW on, after checking its memory (plus the dense C when the task loads it)."""
+    need = enn_memory(n_words, n_topics) + (8 * n_words * n_words if dense_start else 0)
+    addr, limit, where = _largest_memory(client)
+    if need > IN_TASK_SHARE * limit:
+        raise StoreError(
+            f"the low-rank rectification (ENN + LAW) needs about {need / 2**30:.2f} GiB in one task for N = "
+            f"{n_words}, K = {n_topics} (O(N·K)); {where} has a memory limit of {limit / 2**30:.2f} GiB. Start a "
+            f"worker with --memory-limit of at least {need / IN_TASK_SHARE / 2**30:.2f}GiB"
         )
     return addr
 
@@ -273,7 +293,7 @@ def fit(
     root: str,
     *,
     n_topics: int,
-    rectifier: str = "ap",
+    rectifier: str | None = None,
     iterations: int = 150,
     tol: float | None = None,
     end_with: str = "nonnegative",
@@ -295,16 +315,20 @@ def fit(
         Run root (local path or fsspec URL) holding ``corpus/`` and ``cooc.zarr``.
     n_topics : int
         K, with ``2 <= K < N``.
-    rectifier : {'ap', 'dc', 'none'}, default='ap'
-        Alternating projection, diagonal completion, or none (the Baseline of
-        Arora et al. 2013).
+    rectifier : {'ap', 'dc', 'enn', 'none'}, optional
+        Alternating projection, diagonal completion, ε-non-negative
+        rectification on a low-rank C (with low-rank anchor inference, LAW:
+        O(N·K) memory, :mod:`jsmf_dask.kernels.lowrank`), or none (the
+        Baseline of Arora et al. 2013). Default: 'ap' on a dense store, 'enn'
+        on a compressed one (``cooccur(rank=...)``), which holds no N×N C and
+        supports only 'enn'.
     iterations : int, default=150
-        AP cycles (at most, with ``tol``).
+        AP or ENN cycles (at most, with ``tol``).
     tol : float, optional
-        AP stops when the relative change ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F``
-        falls below it; None (default) runs every one of ``iterations``. 1e-6
-        (the eigensolver's accuracy) is the measured choice for speed; see the
-        README for what it costs.
+        AP (ENN) stops when the relative change ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F``
+        (of ``Y Yᵀ``) falls below it; None (default) runs every one of
+        ``iterations``. 1e-6 (the eigensolver's accuracy) is the measured
+        choice for speed; see the README for what it costs.
     end_with : {'nonnegative', 'psd'}, default='nonnegative'
         AP's last projection.
     solver : {'exact', 'eg'}, default='exact'
@@ -317,7 +341,8 @@ def fit(
     name : str, optional
         Model name (default ``k<K>-<rectifier>``).
     path : {'auto', 'in-task', 'tiled'}, default='auto'
-        Rectification path; auto takes the in-task path where its memory
+        Rectification path of AP, DC and none (ENN has one: ``low-rank``);
+        auto takes the in-task path where its memory
         (:func:`~jsmf_dask.stages.fit.in_task_memory`, about ``3.5 · 8N²`` bytes)
         fits 80% of the largest worker's memory limit, else the tiled path
         (see :func:`choose_path`; the choice and its reason are in the model's
@@ -340,7 +365,8 @@ def fit(
     owner = "fit"
     root = os.fspath(root)
     check_int(n_topics, "n_topics", owner, low=2)
-    check_option(rectifier, "rectifier", owner, RECTIFIERS)
+    if rectifier is not None:
+        check_option(rectifier, "rectifier", owner, RECTIFIERS)
     check_option(end_with, "end_with", owner, END_WITH)
     check_option(solver, "solver", owner, SOLVERS)
     check_option(path, "path", owner, PATHS)
@@ -352,6 +378,18 @@ def fit(
         raise InvalidParameterError(f"The 'tol' parameter of fit must be a float > 0 or None. Got {tol!r} instead.")
     store = open_cooccurrence(cooc_path(root))
     n = store.n_words
+    if rectifier is None:
+        rectifier = "enn" if store.compressed else "ap"
+    if store.compressed and rectifier != "enn":
+        raise InvalidParameterError(
+            f"{store.url} is compressed (the top {store.rank} eigenpairs of C, no N x N matrix); rectifier="
+            f"{rectifier!r} needs the dense C. Use rectifier='enn', or rebuild the dense store with "
+            "`jsmf cooccur --overwrite` (no --rank)")
+    if store.compressed and n_topics > store.rank:
+        raise InvalidParameterError(
+            f"The 'n_topics' parameter of fit must be at most the rank {store.rank} of the compressed store "
+            f"{store.url}. Got {n_topics} instead; rebuild it with `jsmf cooccur --overwrite --rank {n_topics}` "
+            "(or more)")
     if n_topics >= n:
         raise InvalidParameterError(
             f"The 'n_topics' parameter of fit must be an int in the range [2, {n - 1}] for a vocabulary of "
@@ -390,8 +428,14 @@ def fit(
                 f"(got {None if start_Y is None else start_Y.shape}); fit it with the same K on this vocabulary"
             )
     params = RectifyParams(n_topics, rectifier, iterations, tol, end_with, eig_tol, seed, start_Y=start_Y)
-    c_stats = _check_matrix(store.url, edges)  # the first pass over C: after every check that needs none
     client = _progress.active_client()
+    if rectifier == "enn":
+        if warm_start is not None or end_with != "nonnegative":
+            raise InvalidParameterError("rectifier='enn' takes neither warm_start nor end_with='psd' (it always ends "
+                                        "with its non-negativity correction)")
+        return _fit_low_rank(root, store, name, params, candidates, min_anchor_df, words, solver, client, overwrite,
+                             on_cycle)
+    c_stats = _check_matrix(store.url, edges)  # the first pass over C: after every check that needs none
     path_reason = f"path={path!r} was asked for"
     if path == "auto":
         path, path_reason = choose_path(client, n, rectifier)
@@ -435,29 +479,99 @@ def fit(
         })
         for key, values in result.trace.items():
             write_small(tmp, {f"trace/{key}": values})
-        attrs = {
-            "schema_version": SCHEMA_VERSION,
-            "name": name,
-            "params": {"n_topics": n_topics, "rectifier": rectifier, "iterations": iterations, "tol": tol,
-                       "end_with": end_with, "solver": solver, "min_anchor_df": min_anchor_df, "seed": seed,
-                       "path": path, "eig_tol": eig_tol, "warm_start": warm_start},
-            "path": {"chosen": path, "reason": path_reason},
-            "n_iter": result.n_iter,
-            "convergence": convergence,
-            "legality": legality,
-            "final_eig_residual": result.eig.residual,
-            "n_words": n,
-            "tile_size": tile,
-            "vocab_hash": store.attrs["vocab_hash"],
-            "heldout_fraction": float(store.attrs.get("heldout_fraction", 0.0)),
-            "cooccurrence": {k: store.attrs[k] for k in ("n_docs", "n_tokens", "entry_sum", "corpus_manifest")},
-            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "versions": library_versions(),
-        }
+        attrs = _model_attrs(name, params, solver, min_anchor_df, path, warm_start, path_reason, result.n_iter,
+                             convergence, legality, result.eig.residual, store)
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
     fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
                        result.eig.values, result.n_iter,
                        model_path(root, name), attrs)
+    write_topics(topics_path(root, name), fitted)
+    return fitted
+
+
+def _model_attrs(name, params: RectifyParams, solver, min_anchor_df, path, warm_start, path_reason, n_iter,
+                 convergence, legality, final_residual, store) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "params": {"n_topics": params.n_topics, "rectifier": params.rectifier, "iterations": params.iterations,
+                   "tol": params.tol, "end_with": params.end_with, "solver": solver, "min_anchor_df": min_anchor_df,
+                   "seed": params.seed, "path": path, "eig_tol": params.eig_tol, "warm_start": warm_start},
+        "path": {"chosen": path, "reason": path_reason},
+        "n_iter": n_iter,
+        "convergence": convergence,
+        "legality": legality,
+        "final_eig_residual": final_residual,
+        "n_words": store.n_words,
+        "tile_size": int(store.attrs["tile_size"]),
+        "vocab_hash": store.attrs["vocab_hash"],
+        "heldout_fraction": float(store.attrs.get("heldout_fraction", 0.0)),
+        "cooccurrence": {k: store.attrs[k] for k in ("n_docs", "n_tokens", "entry_sum", "corpus_manifest")}
+                        | {"form": store.attrs.get("form", "dense")},
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "versions": library_versions(),
+    }
+
+
+def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates: np.ndarray, min_anchor_df: int,
+                  words: list[str], solver: str, client, overwrite: bool, on_cycle) -> FitResult:
+    """ENN + LAW (the low-rank path): no N×N array anywhere; the model stores ``C_rect`` as Y, E and r."""
+    n, k = store.n_words, params.n_topics
+    start = None
+    dense_start = not store.compressed
+    if dense_start and 8 * n * n > IN_TASK_SHARE * _largest_memory(client)[1] / 2:
+        # The dense C does not fit one task: its top-K eigenpairs by products tile by tile.
+        edges = word_block_edges(n, int(store.attrs["tile_size"]))
+        start = top_eigenpairs(lambda V: TiledAP(store.url, edges).matmat(None, V), n, k, tol=params.eig_tol,
+                               rng=np.random.default_rng(params.seed))
+        dense_start = False
+    if dense_start:
+        _check_matrix(store.url, word_block_edges(n, int(store.attrs["tile_size"])))
+    worker = _check_low_rank_memory(client, n, k, dense_start)
+    reason = ("the store is compressed" if store.compressed else "rectifier='enn' was asked for") + \
+        f": ENN + LAW in O(N·K) memory (about {enn_memory(n, k) / 2**30:.2f} GiB)"
+    ensure_model_group(root)
+    with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
+        placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
+        channel = f"fit-{uuid.uuid4().hex}" if on_cycle is not None else None
+        with dask.annotate(**placement):
+            task = enn_in_task(store.url, params, candidates, start=start, progress=channel)
+        if channel is None:
+            (result,) = _progress.compute(task)
+        else:
+            with _progress.listen(channel, _cycle_records(on_cycle, "enn")), dask.config.set({"jsmf.progress": False}):
+                (result,) = _progress.compute(task)
+        parts = _progress.compute(*law_recovery_tasks(result.Z, result.anchors, solver,
+                                                      block=config.get("fit.recover-block")))
+        weights = np.vstack([w for w, _, _ in parts])
+        objective = np.concatenate([o for _, o, _ in parts])
+        convergence = convergence_issues(result.trace, result.eig, k, params.eig_tol, solver,
+                                         sum(u for _, _, u in parts), n)
+        B = topic_word(weights, result.p_word)
+        A, legality = topic_topic(result.C_SS, B, result.anchors)
+        rect = result.rectified
+        pinv = np.linalg.pinv(B)
+        BtC = (pinv @ rect.Y) @ rect.Y.T + np.asarray((rect.E @ pinv.T).T) + rect.r * np.outer(pinv.sum(axis=1), np.ones(n))
+        A_ls = least_squares_topic_topic(BtC, B)
+        E = sps.triu(rect.E).tocoo()
+        write_small(tmp, {
+            "anchors": result.anchors, "anchor_pivots": result.pivots, "B": B, "A": A, "A_least_squares": A_ls,
+            "weights": weights, "objective": objective, "p_word": result.p_word,
+            "Y": result.eig.vectors, "eigenvalues": result.eig.values,
+            "correction/rows": E.row.astype(np.int64), "correction/cols": E.col.astype(np.int64),
+            "correction/values": E.data,
+        })
+        for key, values in result.trace.items():
+            write_small(tmp, {f"trace/{key}": values})
+        attrs = _model_attrs(name, params, solver, min_anchor_df, "low-rank", None, reason,
+                             result.n_iter, convergence, legality, result.eig.residual, store)
+        attrs["low_rank"] = {"shift": rect.r, "correction_nnz": int(rect.E.nnz), "correction_sum": float(rect.E.sum()),
+                             "checked_rows": checked_rows(k, n),
+                             "form": "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + shift (E: correction/*, "
+                                     "upper triangle)"}
+        zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
+    fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
+                       result.eig.values, result.n_iter, model_path(root, name), attrs)
     write_topics(topics_path(root, name), fitted)
     return fitted
 

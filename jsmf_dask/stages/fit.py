@@ -11,6 +11,12 @@ Two execution paths for rectification (DESIGN §2):
 
 Recovery of B is a task per block of words in both paths
 (:func:`recovery_tasks`), reading the rectified ``C`` from the model store.
+
+A third, **low-rank** path (:func:`enn_in_task`, :func:`law_recovery_tasks`)
+never holds N×N: one task runs ENN and the LAW anchors on
+``Y Yᵀ + E + r·11ᵀ`` (:mod:`jsmf_dask.kernels.lowrank`, memory
+:func:`~jsmf_dask.kernels.lowrank.enn_memory`), then a task per block of words
+solves the simplex least squares in K dimensions.
 """
 
 from __future__ import annotations
@@ -28,7 +34,14 @@ from jsmf_dask import _progress
 from jsmf_dask.io.model_store import write_array
 from jsmf_dask.io.zarr_store import zarr_store
 from jsmf_dask.kernels.factorize import find_anchors, rectify
-from jsmf_dask.kernels.rectify import Eigenpairs, LowRankIterate
+from jsmf_dask.kernels.lowrank import (
+    LowRankCooccurrence,
+    enn_rectify,
+    law_anchors,
+    law_coordinates,
+    law_weights,
+)
+from jsmf_dask.kernels.rectify import Eigenpairs, LowRankIterate, top_eigenpairs
 from jsmf_dask.kernels.recover import recover_weights
 
 __all__ = [
@@ -42,6 +55,9 @@ __all__ = [
     "write_iterate_tasks",
     "copy_tasks",
     "write_small",
+    "LowRankResult",
+    "enn_in_task",
+    "law_recovery_tasks",
 ]
 
 
@@ -195,6 +211,92 @@ def least_squares_tasks(model_url: str, B: np.ndarray, *, block: int) -> dask.de
     while len(parts) > 1:
         parts = [dask.delayed(sum, pure=True)(parts[i : i + 8]) for i in range(0, len(parts), 8)]
     return parts[0]
+
+
+# ------------------------------------------------------------------ low-rank path
+
+
+@dataclass
+class LowRankResult:
+    """What the ENN + LAW task returns: the rectified ``C`` in low-rank form, its LAW map and the anchors."""
+
+    rectified: LowRankCooccurrence
+    eig: Eigenpairs
+    trace: dict[str, np.ndarray]
+    n_iter: int
+    p_word: np.ndarray
+    Z: np.ndarray
+    anchors: np.ndarray
+    pivots: np.ndarray
+    C_SS: np.ndarray
+
+
+def _start_pairs(cooc_url: str, params: RectifyParams) -> Eigenpairs:
+    """The top-K eigenpairs of the empirical C: stored (compressed store) or computed from the dense C."""
+    group = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")
+    k = params.n_topics
+    if group.attrs.get("form", "dense") == "compressed":
+        return Eigenpairs(group["eigenvalues"][:k], group["eigenvectors"][:, :k],
+                          float(group.attrs["eig_residual"]), 0)
+    C = group["C"][...]
+    return top_eigenpairs(lambda V: C @ V, C.shape[0], k, tol=params.eig_tol, rng=np.random.default_rng(params.seed))
+
+
+def _enn_in_task(cooc_url: str, params: RectifyParams, candidates: np.ndarray | None, start: Eigenpairs | None,
+                 progress: str | None) -> LowRankResult:
+    def on_cycle(cycle: int, of: int, change: float, seconds: float) -> None:
+        _progress.report(progress, {"cycle": cycle, "of": of, "relative_change": change, "seconds": seconds})
+
+    with threadpool_limits(limits=os.cpu_count() or 1, user_api="blas"):
+        start = _start_pairs(cooc_url, params) if start is None else start
+        rect, eig, trace, n_iter = enn_rectify(
+            start, params.n_topics, iterations=params.iterations, tol=params.tol, eig_tol=params.eig_tol,
+            rng=np.random.default_rng(params.seed), on_cycle=on_cycle if progress is not None else None,
+        )
+        Z, p = law_coordinates(rect)
+        anchors, pivots = law_anchors(Z, p, params.n_topics, candidates)
+        C_SS = rect.rows(anchors)[:, anchors]
+    return LowRankResult(rect, eig, trace.as_arrays(), n_iter, p, Z, anchors, pivots, C_SS)
+
+
+def enn_in_task(cooc_url: str, params: RectifyParams, candidates: np.ndarray | None, *,
+                start: Eigenpairs | None = None, progress: str | None = None) -> dask.delayed:
+    """One delayed task: ENN from the top-K eigenpairs of C, then the LAW map and anchors (:class:`LowRankResult`).
+
+    ``start`` is those eigenpairs when the caller computed them (a dense C too
+    large for one task); otherwise the task reads them from a compressed store
+    or computes them from the dense C it loads. BLAS uses every core of the
+    worker's machine; ``progress`` as in :func:`rectify_in_task`.
+    """
+    return dask.delayed(_enn_in_task, pure=False)(
+        cooc_url, params, candidates, start, progress,
+        dask_key_name=f"rectify-enn-{tokenize(cooc_url, params, candidates, start)}",
+    )
+
+
+def _law_block(Z_block: np.ndarray, Z_S: np.ndarray, r0: int, anchors: np.ndarray, solver: str):
+    weights, objective, unconverged = law_weights(Z_block, Z_S, solver=solver)
+    for k, s in enumerate(anchors):
+        if r0 <= s < r0 + Z_block.shape[1]:
+            weights[s - r0] = 0.0
+            weights[s - r0, k] = 1.0
+            objective[s - r0] = 0.0
+    return weights, objective, unconverged
+
+
+def law_recovery_tasks(Z: np.ndarray, anchors: np.ndarray, solver: str, *, block: int) -> list[dask.delayed]:
+    """One delayed task per block of ``block`` words → ``(weights, objective, unconverged)``, in K dimensions.
+
+    Each task carries only its K × block slice of ``Z`` and the K×K anchor columns.
+    """
+    n = Z.shape[1]
+    Z_S = dask.delayed(np.ascontiguousarray(Z[:, anchors]), pure=True)
+    token = tokenize(Z, anchors, solver, block)
+    return [
+        dask.delayed(_law_block, pure=True)(np.ascontiguousarray(Z[:, r0 : r0 + block]), Z_S, r0, anchors, solver,
+                                            dask_key_name=f"recover-B-law-{token}-{r0}")
+        for r0 in range(0, n, block)
+    ]
 
 
 # ------------------------------------------------------------------ tiled path

@@ -1,0 +1,186 @@
+"""ENN and LAW (kernels.lowrank) against dense implementations written here, and on exact separable cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.optimize as opt
+import scipy.sparse as sps
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsmf_dask.kernels.lowrank import (
+    LowRankCooccurrence,
+    enn_rectify,
+    factor,
+    law_anchors,
+    law_coordinates,
+    law_weights,
+    nonnegativity_correction,
+)
+from jsmf_dask.kernels.rectify import Eigenpairs, top_eigenpairs
+from jsmf_dask.kernels.recover import recover_weights, topic_topic, topic_word
+from jsmf_dask.testing.synthetic import dirichlet_topic_topic, separable_topics
+
+
+def dense_correction(Y: np.ndarray, checked: np.ndarray, total: float = 1.0) -> tuple[np.ndarray, float]:
+    """Dense reference: E = max(−(YYᵀ + r), 0) on checked rows/columns, r by a scalar root finder."""
+    n = Y.shape[0]
+    M = Y @ Y.T
+    mask = np.zeros((n, n), dtype=bool)
+    mask[checked, :] = True
+    mask[:, checked] = True
+
+    def excess(r: float) -> float:
+        return float(np.where(mask, np.maximum(-(M + r), 0.0), 0.0).sum() + r * n * n - (total - M.sum()))
+
+    lo, hi = -1.0, 1.0
+    while excess(lo) > 0:
+        lo *= 2
+    r = opt.brentq(excess, lo, hi, xtol=1e-300, rtol=8.9e-16, maxiter=500)
+    return np.where(mask, np.maximum(-(M + r), 0.0), 0.0), r
+
+
+def random_factor(seed: int, n: int, k: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    Y = rng.standard_normal((n, k)) / n
+    Y[:, 0] = np.abs(Y[:, 0]) * 3  # a dominant non-negative direction, as a co-occurrence has
+    return Y
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(5, 40), k=st.integers(1, 4), frac=st.floats(0.1, 1.0))
+def test_correction_is_nonnegative_where_checked_and_sums_to_one(seed, n, k, frac):
+    Y = random_factor(seed, n, k)
+    checked = np.sort(np.random.default_rng(seed).choice(n, max(1, int(frac * n)), replace=False))
+    E, r = nonnegativity_correction(Y, checked, chunk=7)
+    C = LowRankCooccurrence(Y, E, r)
+    dense = Y @ Y.T + E.toarray() + r
+    assert (E.toarray() >= 0).all()
+    np.testing.assert_allclose(E.toarray(), E.toarray().T, rtol=0, atol=0)
+    # non-negative on the checked rows and columns, to rounding of the entries (|entries| ~ 1/n²)
+    tiny = 1e-14 * np.abs(dense).max()
+    assert dense[checked].min() >= -tiny and dense[:, checked].min() >= -tiny
+    assert abs(dense.sum() - 1.0) < 1e-12 and abs(C.total() - 1.0) < 1e-12
+    E_ref, r_ref = dense_correction(Y, checked)
+    np.testing.assert_allclose(r, r_ref, rtol=1e-9, atol=1e-18)
+    np.testing.assert_allclose(E.toarray(), E_ref, rtol=0, atol=1e-12 * np.abs(dense).max())
+
+
+def test_operator_equals_the_dense_matrix():
+    Y = random_factor(3, 30, 3)
+    E, r = nonnegativity_correction(Y, np.arange(0, 30, 3))
+    C = LowRankCooccurrence(Y, E, r)
+    dense = Y @ Y.T + E.toarray() + r
+    X = np.random.default_rng(1).standard_normal((30, 4))
+    np.testing.assert_allclose(C.matmat(X), dense @ X, rtol=1e-13, atol=1e-16)
+    np.testing.assert_allclose(C.row_sums(), dense.sum(axis=1), rtol=1e-13, atol=1e-15)  # rows sum to ~0.1-1
+    np.testing.assert_allclose(C.rows(np.array([4, 0, 7])), dense[[4, 0, 7]], rtol=1e-13, atol=1e-18)
+
+
+def noisy_cooccurrence(seed: int, n: int = 60, k: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """A separable C = BABᵀ plus symmetric noise (so ENN has negatives to correct), summing to 1."""
+    rng = np.random.default_rng(seed)
+    B = separable_topics(n, k, rng)
+    A = dirichlet_topic_topic(np.full(k, 0.3))
+    noise = rng.standard_normal((n, n)) * 0.3 / n**2
+    C = B @ A @ B.T + 0.5 * (noise + noise.T)
+    return C / C.sum(), B
+
+
+def dense_enn(C: np.ndarray, k: int, l: int, iterations: int) -> np.ndarray:
+    """ENN written densely: PSD_K by eigh, the correction on the l largest-norm rows, the shift, repeated."""
+    w, V = np.linalg.eigh(C)
+    Y = factor(w[::-1][:k], V[:, ::-1][:, :k])
+    for _ in range(iterations):
+        checked = np.sort(np.argsort(-np.einsum("ij,ij->i", Y, Y), kind="stable")[:l])
+        E, r = dense_correction(Y, checked)
+        w, V = np.linalg.eigh(Y @ Y.T + E + r)
+        Y = factor(w[::-1][:k], V[:, ::-1][:, :k])
+    return Y
+
+
+def test_enn_matches_a_dense_enn_and_law_a_dense_law():
+    C, _ = noisy_cooccurrence(0)
+    n, k, l, iterations = C.shape[0], 4, 25, 6
+    start = top_eigenpairs(lambda V: C @ V, n, k, tol=1e-12)
+    rect, eig, trace, n_iter = enn_rectify(start, k, iterations=iterations, tol=None, eig_tol=1e-12, l=l)
+    assert n_iter == iterations and len(trace.delta) == iterations
+    assert trace.correction_nnz[0] > 0, "the noise must give ENN negative entries to correct"
+    Y_ref = dense_enn(C, k, l, iterations)
+    np.testing.assert_allclose(rect.Y @ rect.Y.T, Y_ref @ Y_ref.T, rtol=0, atol=1e-8 * np.abs(Y_ref @ Y_ref.T).max())
+    # The final C: non-negative on the checked rows, sums to 1.
+    dense = rect.Y @ rect.Y.T + rect.E.toarray() + rect.r
+    checked = np.sort(np.argsort(-np.einsum("ij,ij->i", rect.Y, rect.Y), kind="stable")[:l])
+    assert dense[checked].min() >= -1e-14 * dense.max()
+    assert abs(dense.sum() - 1.0) < 1e-12
+    # LAW against the same algebra done densely: Z = Qᵀ C̄ᵀ, anchors by scipy's pivoted QR, B by the dense rows.
+    Z, p = law_coordinates(rect)
+    np.testing.assert_allclose(p, dense.sum(axis=1), rtol=1e-12)
+    Q, _ = np.linalg.qr(rect.Y)
+    Z_ref = Q.T @ (dense / p[:, None]).T
+    Z_ref[:, p <= 0] = 0.0  # words whose row sum went negative: never anchors, zero weights (documented)
+    np.testing.assert_allclose(np.abs(Z), np.abs(Z_ref), rtol=0, atol=1e-8 * np.abs(Z_ref).max())
+    anchors, _ = law_anchors(Z, p, k)
+    _, _, piv = sla.qr(Z_ref, pivoting=True, mode="economic")
+    np.testing.assert_array_equal(np.sort(anchors), np.sort(piv[:k]))
+    weights, _, _ = law_weights(Z, Z[:, anchors])
+    ref, _, _ = recover_weights(Z_ref[:, anchors].T @ Z_ref[:, anchors], Z_ref.T @ Z_ref[:, anchors],
+                                np.einsum("ij,ij->j", Z_ref, Z_ref))
+    np.testing.assert_allclose(weights, ref, rtol=0, atol=1e-8)
+
+
+def test_law_anchors_equal_pivoted_qr_on_the_dense_cbar_of_a_low_rank_matrix():
+    rng = np.random.default_rng(5)
+    n, k = 80, 6
+    Y = np.abs(rng.standard_normal((n, k))) / n
+    Y /= np.sqrt((Y.sum(axis=0) ** 2).sum())  # Σ YYᵀ = 1
+    rect = LowRankCooccurrence(Y, sps.csr_array((n, n)), 0.0)
+    Z, p = law_coordinates(rect)
+    C = Y @ Y.T
+    Cbar = C / C.sum(axis=1, keepdims=True)
+    _, _, piv = sla.qr(Cbar.T, pivoting=True)
+    anchors, _ = law_anchors(Z, p, k)
+    np.testing.assert_array_equal(anchors, piv[:k])
+
+
+def test_separable_low_rank_operator_gives_exact_anchors_b_and_a():
+    rng = np.random.default_rng(11)
+    n, k = 200, 5
+    B = separable_topics(n, k, rng)
+    A = dirichlet_topic_topic(rng.uniform(0.2, 1.0, k))
+    # C = BABᵀ only as an operator: nothing N×N is formed.
+    start = top_eigenpairs(lambda V: B @ (A @ (B.T @ V)), n, k, tol=1e-13)
+    rect, _, trace, _ = enn_rectify(start, k, iterations=3, tol=None, eig_tol=1e-13)
+    assert max(trace.correction_sum) < 1e-15  # C is already non-negative: nothing to correct
+    Z, p = law_coordinates(rect)
+    anchors, _ = law_anchors(Z, p, k)
+    assert sorted(anchors) == list(range(k))  # separable_topics: word j is topic j's only anchor
+    weights, _, _ = law_weights(Z, Z[:, anchors])
+    B_hat = topic_word(weights, p)
+    order = list(anchors)  # anchor word j is topic j
+    np.testing.assert_allclose(B_hat, B[:, order], rtol=0, atol=1e-8)
+    A_hat, _ = topic_topic(rect.rows(anchors)[:, anchors], B_hat, anchors)
+    np.testing.assert_allclose(A_hat, A[np.ix_(order, order)], rtol=0, atol=1e-8)
+
+
+def test_correction_without_negatives_is_empty_and_keeps_the_sum():
+    Y = np.full((10, 1), 0.1)  # YYᵀ = 0.01 everywhere, sums to 1
+    E, r = nonnegativity_correction(Y, np.arange(10))
+    assert E.nnz == 0 and abs(r) < 1e-18
+
+
+def test_enn_stops_on_its_tolerance():
+    C, _ = noisy_cooccurrence(2)
+    start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
+    _, _, trace, n_iter = enn_rectify(start, 4, iterations=50, tol=1e-3, eig_tol=1e-12)
+    assert n_iter < 50 and trace.delta[-1] <= 1e-3 and all(d > 1e-3 for d in trace.delta[:-1])
+
+
+@pytest.mark.parametrize("l", [1, 10, 60])
+def test_any_number_of_checked_rows(l):
+    C, _ = noisy_cooccurrence(4)
+    start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
+    rect, _, _, _ = enn_rectify(start, 4, iterations=2, tol=None, l=l)
+    assert abs(rect.total() - 1.0) < 1e-12
