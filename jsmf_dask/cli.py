@@ -190,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
                    help="leave out of C the documents whose doc_id hashes below FRACTION, for held-out "
                    "perplexity in `jsmf evaluate` (e.g. 0.1)")
+    p.add_argument("--rank", type=_positive_int, metavar="R",
+                   help="write the compressed store instead: the top R eigenpairs of C computed by passes over "
+                   "the corpus, no N x N array (for large vocabularies; fit it with --rectifier enn and any "
+                   "--topics up to R; no D2, no --update)")
+    p.add_argument("--eig-tol", type=_positive_float, default=1e-6, metavar="T",
+                   help="with --rank: relative residual asked of the eigenpairs (default: 1e-6)")
     _add_cluster_options(p)
 
     p = _command(
@@ -199,9 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_root(p)
     p.add_argument("--topics", type=int, required=True, metavar="K", help="number of topics")
-    p.add_argument("--rectifier", choices=RECTIFIERS, default="ap",
-                   help="ap: alternating projection (default); dc: diagonal completion; none: the Baseline")
-    p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
+    p.add_argument("--rectifier", choices=RECTIFIERS,
+                   help="ap: alternating projection (default on a dense store); dc: diagonal completion; enn: "
+                   "epsilon-non-negative rectification and low-rank anchors in O(N*K) memory (default on a "
+                   "compressed store, `cooccur --rank`); none: the Baseline")
+    p.add_argument("--iterations", type=int, default=150, help="AP or ENN cycles (default: 150)")
     p.add_argument("--tol", type=float,
                    help="stop AP when its relative change falls below this (default: run all --iterations; 1e-6, "
                    "the eigensolver's accuracy, is several times faster: see the README)")
@@ -349,9 +357,13 @@ def _run_ingest(args: argparse.Namespace) -> list[str]:
 
 
 def _run_cooccur(args: argparse.Namespace) -> list[str]:
+    def on_pass(n: int, seconds: float) -> None:
+        if not args.quiet:
+            print(f"cooccur: pass {n} over the corpus (product with C), {seconds:.1f} s", file=sys.stderr, flush=True)
+
     return cooccur(
         args.root, tile_size=args.tile_size, codoc=not args.no_codoc, overwrite=args.overwrite, update=args.update,
-        heldout=args.heldout,
+        heldout=args.heldout, rank=args.rank, eig_tol=args.eig_tol, on_pass=on_pass,
     ).lines()
 
 
@@ -388,7 +400,8 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
     finally:
         if progress is not None:
             progress.close()
-    head = [f"model {result.name}: {args.topics} topics, rectifier {args.rectifier}, {result.n_iter} iterations, "
+    head = [f"model {result.name}: {args.topics} topics, rectifier {result.attrs['params']['rectifier']}, "
+            f"{result.n_iter} iterations, "
             f"{result.attrs['path']['chosen']} path ({result.attrs['path']['reason']}); "
             f"written to {result.path} and {topics_path(args.root, result.name)}"]
     return head + result.lines()

@@ -519,7 +519,7 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
     n, k = store.n_words, params.n_topics
     start = None
     dense_start = not store.compressed
-    if dense_start and 8 * n * n > IN_TASK_SHARE * _largest_memory(client)[1] / 2:
+    if dense_start and enn_memory(n, k) + 8 * n * n > IN_TASK_SHARE * _largest_memory(client)[1]:
         # The dense C does not fit one task: its top-K eigenpairs by products tile by tile.
         edges = word_block_edges(n, int(store.attrs["tile_size"]))
         start = top_eigenpairs(lambda V: TiledAP(store.url, edges).matmat(None, V), n, k, tol=params.eig_tol,

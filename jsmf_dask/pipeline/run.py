@@ -122,7 +122,9 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
     fit_fps: dict[str, str] = {}
     for params in cfg.stage("fit") or []:
         kwargs = {_FIT_KEYS.get(k, k): v for k, v in params.items()}
-        name = kwargs.setdefault("name", default_name(kwargs["n_topics"], kwargs.get("rectifier", "ap")))
+        compressed = (cfg.stage("cooccur") or {}).get("rank") is not None
+        name = kwargs.setdefault("name", default_name(kwargs["n_topics"],
+                                                      kwargs.get("rectifier", "enn" if compressed else "ap")))
 
         def fit_action(kwargs=kwargs) -> list[str]:
             result = fit(root, overwrite=True, **kwargs)

@@ -11,7 +11,7 @@ A config names the run root and cluster, then one table per stage::
     vocab_size = 5000
 
     [cooccur]
-    tile_size = 2048
+    tile_size = 2048                   # or rank = 100: the compressed store (large vocabularies)
 
     [[fit]]                            # one table per model
     topics = 20
@@ -63,7 +63,7 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "labels": (_STR, False),
     },
     "cooccur": {"tile_size": (_INT, False), "codoc": (_BOOL, False), "batch_nnz": (_INT, False),
-                "update": (_BOOL, False), "heldout": _FRACTION},
+                "update": (_BOOL, False), "heldout": _FRACTION, "rank": (_INT, False), "eig_tol": (_FLOAT, False)},
     "fit": {
         "topics": (_INT, True), "rectifier": (_STR, False), "iterations": (_INT, False), "tol": (_FLOAT, False),
         "end_with": (_STR, False), "solver": (_STR, False), "min_anchor_df": (_INT, False), "seed": (_INT, False),
