@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sps
 import zarr
 from zarr.codecs import ZstdCodec
 
@@ -23,7 +24,7 @@ from jsmf_dask.io.fs import check_committed, get_fs, join
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import zarr_store
 
-__all__ = ["model_path", "topics_path", "ensure_model_group", "create_model", "write_array", "FittedModel", "open_model", "list_models"]
+__all__ = ["low_rank_rectified", "model_path", "topics_path", "ensure_model_group", "create_model", "write_array", "FittedModel", "open_model", "list_models"]
 
 _CONFIG = {"write_empty_chunks": True}
 SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective", "alpha")
@@ -109,3 +110,20 @@ def list_models(root: str) -> list[str]:
         for p in fs.ls(path, detail=False)
         if fs.isdir(p) and not p.rstrip("/").rsplit("/", 1)[-1].startswith(".") and fs.exists(f"{p}/zarr.json")
     )
+
+
+def low_rank_rectified(model: FittedModel) -> tuple[np.ndarray, np.ndarray, sps.csr_array]:
+    """An ENN model's rectified C as ``(U, s, E)`` with ``C = U diag(s) Uᵀ + E``: ``U = [Y, 1]``,
+    ``s = [max(eigenvalues, 0), shift]`` and ``E`` rebuilt symmetric from its stored upper triangle."""
+    if "correction" not in model.group:
+        raise StoreError(f"{model.url}: no low-rank rectified C (not an ENN model)")
+    Y, values = model.arrays["Y"], model.arrays["eigenvalues"]
+    n = Y.shape[0]
+    g = model.group["correction"]
+    rows, cols, vals = g["rows"][:], g["cols"][:], g["values"][:]
+    off = rows != cols
+    E = sps.coo_array((np.concatenate([vals, vals[off]]), (np.concatenate([rows, cols[off]]),
+                                                            np.concatenate([cols, rows[off]]))), shape=(n, n)).tocsr()
+    U = np.hstack([Y, np.ones((n, 1))])
+    s = np.append(np.maximum(values, 0.0), float(model.attrs["low_rank"]["shift"]))
+    return U, s, E

@@ -123,6 +123,11 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
             "chunks": ["tile", "R"],
             "meaning": "compressed store only: the matching orthonormal eigenvectors",
         },
+        "row_sums": {
+            "dtype": "float64",
+            "shape": ["N"],
+            "meaning": "compressed store only: C's exact row sums p(w) (one more pass over the corpus)",
+        },
         "doc_hashes": {
             "dtype": "uint64",
             "shape": ["n_docs"],
@@ -171,7 +176,11 @@ MODEL_LAYOUT: dict[str, Any] = {
         "Y": {"dtype": "float64", "shape": ["N", "K"], "meaning": "top-K eigenvectors of the rectified C"},
         "eigenvalues": {"dtype": "float64", "shape": ["K"], "meaning": "top-K eigenvalues of the rectified C"},
         "C_rect": {"dtype": "float64", "shape": ["N", "N"], "chunks": ["tile", "tile"],
-                   "meaning": "the rectified C (sums to 1)"},
+                   "meaning": "the rectified C (sums to 1); AP, DC and none models only"},
+        "correction/rows, correction/cols, correction/values": {
+            "dtype": "int64, int64, float64", "shape": ["nnz"],
+            "meaning": "ENN models (no C_rect): the upper triangle of the sparse non-negativity correction E; "
+                       "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + attrs.low_rank.shift"},
         "trace/<key>": {"dtype": "float64", "shape": ["iterations"],
                         "meaning": "AP trace: delta, dist_psd, dist_normalized, dist_nonnegative, "
                                    "eig_residual, n_matmat, seconds; refined models: bound_per_word, "

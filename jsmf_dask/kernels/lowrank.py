@@ -53,6 +53,7 @@ __all__ = [
     "law_coordinates",
     "law_anchors",
     "law_weights",
+    "principal_coordinates",
 ]
 
 
@@ -355,3 +356,14 @@ def law_weights(Z_block: np.ndarray, Z_S: np.ndarray, *, solver: str = "exact"
         As :func:`jsmf_dask.kernels.recover.recover_weights`.
     """
     return recover_weights(Z_S.T @ Z_S, Z_block.T @ Z_S, np.einsum("ij,ij->j", Z_block, Z_block), solver=solver)
+
+
+def principal_coordinates(X: np.ndarray, n: int = 2) -> np.ndarray:
+    """Each row of ``X`` (N×q, q small) projected on the top ``n`` principal axes of the centred rows.
+
+    For rows given in an orthonormal basis (``C̄`` rows as ``Z`` columns, or a
+    compressed store's ``diag(1/p) V Λ``) this is the PCA of the N-dimensional rows.
+    """
+    centred = X - X.mean(axis=0)
+    U, s, _ = np.linalg.svd(centred, full_matrices=False)
+    return U[:, :n] * s[:n]

@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sps
 from scipy.optimize import linear_sum_assignment
 
 __all__ = [
     "COHERENCE_EPSILON",
     "FitPartials",
     "fit_partials",
+    "low_rank_partials",
     "recovery",
     "approximation",
     "dominancy",
@@ -93,6 +95,61 @@ def fit_partials(
         rec = float(np.linalg.norm(Cbar - W_rows @ Cbar_S, axis=1).sum())
     return FitPartials(rec, C_rows.shape[0], float(C_rows.sum()), float(np.vdot(C_rows, C_rows)),
                        float(np.vdot(C_rows, model_rows)))
+
+
+def low_rank_partials(
+    U: np.ndarray,
+    s: np.ndarray,
+    E: sps.csr_array | None,
+    B: np.ndarray,
+    A: np.ndarray,
+    W: np.ndarray | None = None,
+    anchors: np.ndarray | None = None,
+) -> tuple[FitPartials, np.ndarray]:
+    """:func:`fit_partials` over every row of ``C = U diag(s) Uᵀ + E`` by exact algebra, with no N×N array.
+
+    For the compressed store (``U`` its eigenvectors, ``s`` its eigenvalues,
+    no ``E``) and for ENN models (``U = [Y, 1]``, ``s = [λ⁺, r]``, ``E`` the
+    correction). Each row's recovery residual ``‖u_iᵀ C‖`` with
+    ``u_i = e_i/p_i − Σ_k w_ik e_{s_k}/p_{s_k}`` is ``‖U S Uᵀu_i + E u_i‖``,
+    expanded in O(N·q² + nnz(E)·(q + K)) for ``q`` columns of ``U``. Rows with
+    ``p_i <= 0`` are left unnormalised, as :func:`fit_partials` does.
+
+    Returns
+    -------
+    partials : FitPartials
+    p : ndarray, shape (N,)
+        Row sums of ``C``.
+    """
+    n = U.shape[0]
+    E = sps.csr_array((n, n)) if E is None else sps.csr_array(E)
+    p = U @ (s * U.sum(axis=0)) + np.asarray(E.sum(axis=1)).ravel()
+    G = U.T @ U
+    SGS = s[:, None] * G * s[None, :]
+    coo = E.tocoo()
+    sq = float(np.sum(SGS * G))  # ‖U S Uᵀ‖² = trace(S G S G)
+    sq += 2.0 * float(np.einsum("i,ij,ij->", coo.data, U[coo.row] * s, U[coo.col])) + float(coo.data @ coo.data)
+    BtU = B.T @ U
+    BtCB = (BtU * s) @ BtU.T + B.T @ (E @ B)
+    cross = float(np.sum(A * BtCB))  # trace(A BᵀCB) with BᵀCB symmetric
+    rec = np.nan
+    if W is not None and anchors is not None:
+        anchors = np.asarray(anchors)
+        inv = 1.0 / np.where(p > 0, p, 1.0)
+        Ubar = U * inv[:, None]
+        T = Ubar - W @ Ubar[anchors]  # rows: Uᵀu_i
+        EU = E @ U
+        EUbar = EU * inv[:, None]
+        R = EUbar - W @ EUbar[anchors]  # rows: UᵀE u_i
+        omega = W * inv[anchors][None, :]
+        E_S = E[:, anchors].toarray()  # N×K
+        EE_S = np.asarray(E @ E_S)  # (E E)[:, S]
+        e_norm2 = np.asarray(E.multiply(E).sum(axis=1)).ravel()
+        eu2 = (inv**2 * e_norm2 - 2.0 * inv * np.einsum("ik,ik->i", omega, EE_S)
+               + np.einsum("ik,kl,il->i", omega, E_S.T @ E_S, omega))
+        rows2 = np.einsum("iq,qr,ir->i", T, SGS, T) + 2.0 * np.einsum("iq,iq->i", T * s, R) + eu2
+        rec = float(np.sqrt(np.maximum(rows2, 0.0)).sum())
+    return FitPartials(rec, n, float(p.sum()), sq, cross), p
 
 
 def recovery(parts: FitPartials) -> float:

@@ -313,10 +313,12 @@ def _compressed(root: str, blocks, words: list[str], heldout: float, rank: int, 
             return (HtHV + correction[:, None] * V) / summary.entry_sum
 
         eig = top_eigenpairs(matmat, n_words, rank, tol=eig_tol, rng=np.random.default_rng(0))
+        row_sums = matmat(np.ones((n_words, 1)))[:, 0]  # p(w) exactly (specificity), one more pass
         del scaled
         write_compressed(tmp, eig.values, eig.vectors, tile_size)
         group = zarr.open_group(zarr_store(tmp), mode="r+")
         group["D1"][:] = summary.doc_freq
+        group.create_array("row_sums", data=row_sums)
         group.create_array("doc_hashes", data=np.sort(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)))
         held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short
         result = CooccurrenceSummary(

@@ -35,7 +35,9 @@ from jsmf_dask.kernels.metrics import (
     top_words,
 )
 from jsmf_dask.kernels.variational import moment_alpha
-from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, fit_partials_tasks, read_rows
+from jsmf_dask.io.model_store import low_rank_rectified
+from jsmf_dask.kernels.metrics import low_rank_partials
+from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, corpus_codoc_task, fit_partials_tasks, read_rows
 
 __all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS", "heldout_perplexity",
            "document_prior"]
@@ -53,11 +55,16 @@ def _finite(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+def _has_anchors(model: FittedModel) -> bool:
+    anchors = model.arrays.get("anchors")
+    return bool(anchors is not None and anchors.size and (anchors >= 0).all())
+
+
 def _against(url: str, name: str, model: FittedModel, block: int) -> dict[str, Any]:
     """Recovery, approximation, dominancy and specificity against one stored C."""
     B, A = model.arrays["B"], model.arrays["A"]
     anchors = model.arrays.get("anchors")
-    has_anchors = anchors is not None and anchors.size and (anchors >= 0).all()
+    has_anchors = _has_anchors(model)
     Cbar_S = W = None
     if has_anchors:
         rows = read_rows(url, name, anchors)
@@ -66,6 +73,26 @@ def _against(url: str, name: str, model: FittedModel, block: int) -> dict[str, A
         W = model.arrays.get("weights")
     (parts, p), = _progress.compute(fit_partials_tasks(url, name, B, A, W=W if has_anchors else None,
                                                          Cbar_S=Cbar_S, block=block))
+    return _measures(parts, p, model)
+
+
+def _against_low_rank(U: np.ndarray, s: np.ndarray, E, model: FittedModel, p: np.ndarray | None = None,
+                      note: str | None = None) -> dict[str, Any]:
+    """The same measures against ``C = U diag(s) Uᵀ + E`` by exact algebra (:func:`low_rank_partials`);
+    ``p`` overrides the row sums used by specificity."""
+    has_anchors = _has_anchors(model)
+    parts, p_low = low_rank_partials(U, s, E, model.arrays["B"], model.arrays["A"],
+                                     model.arrays.get("weights") if has_anchors else None,
+                                     model.arrays["anchors"] if has_anchors else None)
+    out = _measures(parts, p_low if p is None else p, model)
+    if note:
+        out.setdefault("notes", {})["C"] = note
+    return out
+
+
+def _measures(parts, p: np.ndarray, model: FittedModel) -> dict[str, Any]:
+    B, A = model.arrays["B"], model.arrays["A"]
+    has_anchors = _has_anchors(model)
     dom, why = dominancy(A)
     out = {
         "recovery": _finite(recovery(parts)) if has_anchors else None,
@@ -170,6 +197,8 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
     block = int(config.get("fit.recover-block"))
     D1 = store.D1[:].astype(np.float64)
     has_d2 = "D2" in store.group
+    blocks = list_blocks(corpus_dir(root))
+    stored_fraction = float(store.attrs.get("heldout_fraction", 0.0))
     results: dict[str, Any] = {}
     for name in names:
         model = open_model(root, name)
@@ -178,24 +207,33 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
             raise StoreError(f"{model.url}: B has {B.shape[0]} words but {store.url} has {store.n_words}")
         top = top_words(B, TOP_WORDS)
         shared: dict[str, Any] = {"dissimilarity": dissimilarity(top)}
+        words = np.unique(top)
         if has_d2:
-            words = np.unique(top)
             (sub,) = _progress.compute(codoc_tasks(store.url, words, store.n_words, block=block))
-            pos = np.searchsorted(words, top)
-            D2_top = sub[pos[:, :, None], pos[:, None, :]].astype(np.float64)
-            shared["coherence"] = coherence(top, D1, D2_top, form="paper")
-            shared["coherence_mimno"] = coherence(top, D1, D2_top, form="mimno")
+        else:  # no N×N D2 (compressed store, --no-codoc): count the top words' co-documents in the corpus
+            (sub,) = _progress.compute(corpus_codoc_task(blocks, words, store.n_words, stored_fraction))
+        pos = np.searchsorted(words, top)
+        D2_top = sub[pos[:, :, None], pos[:, None, :]].astype(np.float64)
+        shared["coherence"] = coherence(top, D1, D2_top, form="paper")
+        shared["coherence_mimno"] = coherence(top, D1, D2_top, form="mimno")
+        if store.compressed:
+            values, vectors = store.eigenpairs(store.rank)
+            original = _against_low_rank(
+                vectors, values, None, model, p=store.group["row_sums"][:],
+                note=f"recovery and approximation against the rank-{store.rank} compression of C that "
+                     f"{store.url} stores (exact algebra; the N x N C is never formed); specificity from C's "
+                     "exact row sums")
         else:
-            shared["coherence"] = shared["coherence_mimno"] = None
+            original = _against(store.url, "C", model, block)
         entry: dict[str, Any] = {
             "n_topics": int(B.shape[1]),
             "rectifier": model.attrs.get("params", {}).get("rectifier"),
-            "original_C": _against(store.url, "C", model, block) | shared,
+            "original_C": original | shared,
         }
         if "C_rect" in model.group:
             entry["rectified_C"] = _against(model.url, "C_rect", model, block) | shared
-        if not has_d2:
-            entry["notes"] = {"coherence": f"{store.url} has no D2 (built without co-document counts)"}
+        elif "correction" in model.group:  # ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
+            entry["rectified_C"] = _against_low_rank(*low_rank_rectified(model), model) | shared
         results[name] = entry
     if fraction > 0:
         for name, entry in heldout_perplexity(root, names, fraction, strict=strict).items():

@@ -19,9 +19,10 @@ import numpy as np
 from jsmf_dask import _progress
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
-from jsmf_dask.io.model_store import FittedModel, list_models, open_model
+from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence
+from jsmf_dask.kernels.lowrank import LowRankCooccurrence, law_coordinates, principal_coordinates
 from jsmf_dask.kernels.metrics import top_words, topic_changes
 from jsmf_dask.kernels.recover import topic_topic
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path, read_metrics
@@ -169,18 +170,39 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
 
     anchors = m.arrays.get("anchors", np.zeros(0, dtype=np.int64))
     if anchors.size:
-        spaces = {"original C̄ (2-D PCA)": pca_coordinates(store.url, "C")}
+        if store.compressed:  # rows of C̄ in the eigenbasis the store holds: the same PCA, in memory
+            values, vectors = store.eigenpairs(store.rank)
+            p_R = vectors @ (values * vectors.sum(axis=0))
+            scaled = (vectors * values) / np.where(p_R > 0, p_R, 1.0)[:, None]
+            spaces = {f"original C̄ (rank-{store.rank} compression, 2-D PCA)": principal_coordinates(scaled)}
+        else:
+            spaces = {"original C̄ (2-D PCA)": pca_coordinates(store.url, "C")}
         if "C_rect" in m.group:
             spaces[f"rectified C̄ of {main} (2-D PCA)"] = pca_coordinates(m.url, "C_rect")
-        coords = _progress.compute(*spaces.values())
+        elif "correction" in m.group:  # ENN: the rows in LAW's K-dimensional space
+            U, s_, E = low_rank_rectified(m)
+            k_ = U.shape[1] - 1
+            Z, _ = law_coordinates(LowRankCooccurrence(U[:, :k_] * np.sqrt(s_[:k_]), E, float(s_[-1])))
+            spaces[f"rectified C̄ of {main} (LAW space, 2-D PCA)"] = principal_coordinates(Z.T)
+        lazy = {k: v for k, v in spaces.items() if not isinstance(v, np.ndarray)}
+        spaces |= dict(zip(lazy, _progress.compute(*lazy.values()), strict=True))
+        coords = list(spaces.values())
         png = figures.anchor_hull(dict(zip(spaces, coords, strict=True)), anchors)
         images["anchor-hull.png"] = png
         sections.append(Section("Anchor words and their convex hull (the paper's Figure 1)", [
             "Every word's row of C̄ projected on its two principal axes; the anchors (red) should span the "
-            "others. Without rectification many words fall outside the anchors' hull."], "", {"Figure 1 analogue": png}))
+            "others. Without rectification many words fall outside the anchors' hull."
+            + (f" The store is compressed: the original C̄ is the rank-{store.rank} compression it holds."
+               if store.compressed else "")
+            + (" The ENN model's rows are shown in LAW's K-dimensional space (their projection on the span of Y)."
+               if "correction" in m.group else "")], "", {"Figure 1 analogue": png}))
 
-        rows = read_rows(store.url, "C", anchors)
-        A_unrect, _ = topic_topic(rows[:, anchors], m.arrays["B"], anchors)
+        if store.compressed:
+            values, vectors = store.eigenpairs(store.rank)
+            C_SS = (vectors[anchors] * values) @ vectors[anchors].T
+        else:
+            C_SS = read_rows(store.url, "C", anchors)[:, anchors]
+        A_unrect, _ = topic_topic(C_SS, m.arrays["B"], anchors)
         mats = {}
         if base:
             mats[f"Baseline least-squares A ({base})"] = models[base].arrays["A_least_squares"]
@@ -201,7 +223,9 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     if m.trace and len(m.trace.get("delta", [])):
         png = figures.ap_trace(m.trace)
         images["ap-trace.png"] = png
-        sections.append(Section(f"Alternating projection trace ({main})", [
+        title = "ENN (ε-non-negative rectification) trace" if "correction_sum" in m.trace else \
+            "Alternating projection trace"
+        sections.append(Section(f"{title} ({main})", [
             f"{m.attrs.get('n_iter')} iterations; final eigen-residual {m.attrs.get('final_eig_residual', float('nan')):.2g}."],
             "", {"AP trace": png}))
 

@@ -119,14 +119,18 @@ def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
 
 
 def ap_trace(trace: Mapping[str, np.ndarray]) -> bytes:
-    """AP's convergence: ‖ΔC‖ and the distance to PSD_K per iteration (log scale)."""
+    """AP's convergence (‖ΔC‖ and the distance to PSD_K per iteration), or ENN's (the relative change of YYᵀ
+    and the correction's mass ΣE per cycle), on a log scale."""
     fig, ax = _pyplot().subplots(figsize=(6.5, 4))
-    for key, label in (("delta", "‖C_t − C_{t−1}‖_F"), ("dist_psd", "distance of C_t to PSD_K")):
+    enn = "correction_sum" in trace
+    series = ((("delta", "‖Y_tY_tᵀ − Y_{t−1}Y_{t−1}ᵀ‖_F / ‖Y_tY_tᵀ‖_F"), ("correction_sum", "ΣE (negative mass corrected)"))
+              if enn else (("delta", "‖C_t − C_{t−1}‖_F"), ("dist_psd", "distance of C_t to PSD_K")))
+    for key, label in series:
         values = np.asarray(trace.get(key, []), dtype=np.float64)
         if values.size:
             ax.semilogy(np.arange(1, values.size + 1), np.maximum(values, 1e-300), label=label)
-    ax.set_xlabel("AP iteration")
-    ax.set_ylabel("Frobenius norm")
+    ax.set_xlabel("ENN cycle" if enn else "AP iteration")
+    ax.set_ylabel("relative change, mass" if enn else "Frobenius norm")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dask
 import dask.array as da
 import numpy as np
+import pyarrow as pa
 import zarr
 
 from dask.base import tokenize
@@ -26,7 +27,8 @@ from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, hel
 from jsmf_dask.kernels.metrics import fit_partials
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["read_rows", "fit_partials_tasks", "codoc_tasks", "completion_tasks", "pca_coordinates"]
+__all__ = ["read_rows", "fit_partials_tasks", "codoc_tasks", "corpus_codoc_task", "completion_tasks",
+           "pca_coordinates"]
 
 
 def _array(url: str, name: str) -> zarr.Array:
@@ -86,6 +88,31 @@ def codoc_tasks(url: str, words: np.ndarray, n_words: int, *, block: int) -> das
             pieces.append(dask.delayed(_codoc_rows, pure=True)(url, sel, words))
     return dask.delayed(np.vstack, pure=True)(pieces)
 
+
+def _corpus_codoc_block(block: Block, words: np.ndarray, n_words: int, heldout: float) -> np.ndarray:
+    table = read_block(block, n_words)
+    if heldout > 0:
+        table = table.filter(pa.array(~heldout_mask(table.column("doc_id"), heldout)))
+    X = block_counts(table, n_words)
+    X = X[np.flatnonzero(np.asarray(X.sum(axis=1)).ravel() >= 2)]  # the documents C counts
+    Xb = (X[:, words] > 0).astype(np.int64)
+    return np.asarray((Xb.T @ Xb).toarray())
+
+
+def corpus_codoc_task(blocks: list[Block], words: np.ndarray, n_words: int, heldout: float) -> dask.delayed:
+    """``D2[words][:, words]`` counted from the corpus (documents with 2 or more tokens, not held out): one pass,
+    O(|words|²) per task, for stores without ``D2``."""
+    words = np.asarray(words, dtype=np.int64)
+    token = tokenize(blocks, words, n_words, heldout)
+    parts = [dask.delayed(_corpus_codoc_block, pure=True)(b, words, n_words, heldout,
+                                                          dask_key_name=f"codoc-corpus-{token}-{i}")
+             for i, b in enumerate(blocks)]
+    level = 0
+    while len(parts) > 1:
+        parts = [dask.delayed(sum, pure=True)(parts[i : i + 8], dask_key_name=f"codoc-sum-{token}-{level}-{i}")
+                 for i in range(0, len(parts), 8)]
+        level += 1
+    return parts[0]
 
 
 def pca_coordinates(url: str, name: str, *, seed: int = 0) -> da.Array:

@@ -184,3 +184,33 @@ def test_any_number_of_checked_rows(l):
     start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
     rect, _, _, _ = enn_rectify(start, 4, iterations=2, tol=None, l=l)
     assert abs(rect.total() - 1.0) < 1e-12
+
+
+@pytest.mark.parametrize("with_correction", [False, True])
+def test_low_rank_partials_equal_the_dense_partials(with_correction):
+    from jsmf_dask.kernels.metrics import fit_partials, low_rank_partials
+
+    C, B_true = noisy_cooccurrence(7, n=50, k=4)
+    n, k = C.shape[0], 4
+    start = top_eigenpairs(lambda V: C @ V, n, k, tol=1e-12)
+    rect, eig, _, _ = enn_rectify(start, k, iterations=3, tol=None, l=20)
+    if with_correction:  # an ENN model: U = [eigenvectors, 1], s = [λ⁺, r], E
+        U, s, E = np.hstack([eig.vectors, np.ones((n, 1))]), np.append(np.maximum(eig.values, 0), rect.r), rect.E
+        dense = rect.Y @ rect.Y.T + rect.E.toarray() + rect.r
+    else:  # a compressed store's rank-K C
+        U, s, E = start.vectors, start.values, None
+        dense = (start.vectors * start.values) @ start.vectors.T
+    Z, p = law_coordinates(rect)
+    anchors, _ = law_anchors(Z, p, k)
+    W, _, _ = law_weights(Z, Z[:, anchors])
+    W[anchors] = np.eye(k)
+    B = topic_word(W, p)
+    A, _ = topic_topic(rect.rows(anchors)[:, anchors], B, anchors)
+    p_dense = dense.sum(axis=1)
+    Cbar_S = dense[anchors] / np.where(p_dense[anchors] > 0, p_dense[anchors], 1.0)[:, None]
+    ref = fit_partials(dense, B, B @ A, W, Cbar_S)
+    got, p_low = low_rank_partials(U, s, E, B, A, W, anchors)
+    np.testing.assert_allclose(p_low, p_dense, rtol=1e-10, atol=1e-16)
+    for name in ("recovery_sum", "total", "sq", "cross"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-8, err_msg=name)
+    assert got.n_rows == ref.n_rows == n

@@ -159,3 +159,53 @@ def test_dense_store_too_large_for_one_task_takes_its_eigenpairs_tile_by_tile(re
     tiled = fit(root / "dense", n_topics=6, rectifier="enn", min_anchor_df=5, iterations=10, name="tiled")
     np.testing.assert_array_equal(tiled.anchors, direct.anchors)
     np.testing.assert_allclose(tiled.B, direct.B, rtol=0, atol=1e-7)
+
+
+def test_evaluate_on_a_compressed_store_and_an_enn_model(semisynthetic):
+    from jsmf_dask import evaluate
+    from jsmf_dask.kernels.metrics import approximation, fit_partials, recovery
+
+    base, _ = semisynthetic
+    fit(base / "compressed", n_topics=6, min_anchor_df=0, name="ev", overwrite=True)
+    fit(base / "dense", n_topics=6, min_anchor_df=0, name="ev-ap", overwrite=True)
+    compressed = evaluate(base / "compressed", models=["ev"])["models"]["ev"]
+    dense = evaluate(base / "dense", models=["ev-ap"])["models"]["ev-ap"]
+    # Coherence: D2 of the top words counted from the corpus equals the dense store's D2 — same top words,
+    # same value (the compressed store has no D2 at all).
+    model_c = open_model(base / "compressed", "ev")
+    store = open_cooccurrence(f"{base}/compressed/cooc.zarr")
+    assert "D2" not in store.group
+    dense_D2 = open_cooccurrence(f"{base}/dense/cooc.zarr").D2[:]
+    from jsmf_dask.kernels.metrics import coherence, top_words
+
+    top = top_words(model_c.arrays["B"], 20)
+    expected = coherence(top, store.D1[:].astype(float), dense_D2[top[:, :, None], top[:, None, :]].astype(float))
+    assert compressed["original_C"]["coherence"] == pytest.approx(expected, rel=1e-12)
+    # Against the rank-8 C the compressed store holds: the same numbers as the dense algebra on that matrix.
+    values, vectors = store.eigenpairs(8)
+    C8 = (vectors * values) @ vectors.T
+    B, A, W, S = (model_c.arrays[k] for k in ("B", "A", "weights", "anchors"))
+    p8 = C8.sum(axis=1)
+    ref = fit_partials(C8, B, B @ A, W, C8[S] / p8[S][:, None])
+    assert compressed["original_C"]["recovery"] == pytest.approx(recovery(ref), rel=1e-8)
+    assert compressed["original_C"]["approximation"] == pytest.approx(approximation(ref, B, A), rel=1e-8)
+    assert "rank-8 compression" in compressed["original_C"]["notes"]["C"]
+    # The ENN model's own rectified C (Y, E, r) is measured too; both stores give sane, comparable values.
+    assert compressed["rectified_C"]["recovery"] < compressed["original_C"]["recovery"] * 10
+    for metric in ("specificity", "dissimilarity", "dominancy"):
+        assert compressed["original_C"][metric] == pytest.approx(dense["original_C"][metric], rel=0.1), metric
+
+
+def test_report_works_from_a_compressed_store(semisynthetic):
+    from jsmf_dask import report
+
+    base, _ = semisynthetic
+    fit(base / "compressed", n_topics=6, min_anchor_df=0, name="rep", overwrite=True)
+    out = report(base / "compressed", model="rep")
+    import html as html_module
+
+    html = html_module.unescape((base / "compressed" / "report" / "report.html").read_text())
+    assert "the rank-8 compression it holds" in html and "LAW's K-dimensional space" in html
+    assert "ENN (ε-non-negative rectification) trace" in html
+    assert (base / "compressed" / "report" / "anchor-hull.png").stat().st_size > 0
+    assert out is not None

@@ -1,0 +1,193 @@
+"""Benchmark of the large-vocabulary route: compressed co-occurrence + ENN/LAW against the dense store + AP.
+
+For each ``--case`` (M documents, N words) a corpus is drawn by ``jsmf synth``
+(K topics, ``--length`` tokens per document, known B) and written as a UCI
+docword file; then, each stage on a fresh LocalCluster of ``--workers`` worker
+processes with ``--memory-limit`` each, every worker's RSS sampled:
+
+* ``lowrank``: ingest → ``cooccur --rank K`` → ``fit --rectifier enn``;
+* ``dense`` (only where N is at most ``--dense-max-words``): ingest → ``cooccur``
+  → ``fit`` (AP in one task).
+
+It prints one row per stage (wall seconds, peak worker RSS) and per route the
+total and the B error (mean L1 over topics after matching) against the truth;
+with ``--runs`` above 1 the medians. ``--nips`` adds the shipped NIPS papers at
+N = 5,000 and the whole vocabulary: the paper's six metrics of AP and ENN.
+
+Usage::
+
+    python -m pipelines.benchmarks.large_vocabulary --case 300000x15000 --case 300000x100000 \\
+        --topics 100 --memory-limit 2GiB
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+from pipelines.benchmarks.fit import matched_l1, write_docword
+
+
+def _memory_staged(label, workers, memory_limit, func, rows):
+    """:func:`pipelines.benchmarks.fit.staged` with a memory limit per worker."""
+    import os
+    import time
+
+    import dask
+
+    from jsmf_dask.cluster import connect
+    from pipelines.benchmarks.cooccur import RSSSampler
+
+    with dask.config.set({"jsmf.progress": False}), \
+            connect(n_workers=workers, memory_limit=memory_limit, dashboard=False) as client:
+        pids = list(client.run(os.getpid).values())
+        with RSSSampler(pids) as sampler:
+            t0 = time.perf_counter()
+            out = func()
+            wall = time.perf_counter() - t0
+    rows.append({"stage": label, "wall_s": wall, "workers": workers,
+                 "peak_worker_mb": max(sampler.peak.values()) / 2**20})
+    print(f"{label}: {wall:.1f} s, peak worker {rows[-1]['peak_worker_mb']:.0f} MB", file=sys.stderr, flush=True)
+    return out
+
+
+def route(name: str, docword: Path, run: Path, k: int, truth, args) -> dict:
+    from jsmf_dask import cooccur, fit, ingest
+
+    if run.exists():
+        shutil.rmtree(run)
+    rows: list[dict] = []
+    n_words = truth.shape[0]
+    _memory_staged(f"{name} ingest", args.workers, args.memory_limit,
+                   lambda: ingest(str(run), [str(docword)], vocab_size=n_words, stopwords=None), rows)
+    if name == "lowrank":
+        summary = _memory_staged(f"{name} cooccur --rank {k}", args.workers, args.memory_limit,
+                                 lambda: cooccur(str(run), rank=k), rows)
+        result = _memory_staged(f"{name} fit enn", args.workers, args.memory_limit,
+                                lambda: fit(str(run), n_topics=k, rectifier="enn"), rows)
+        extra = {"n_passes": summary.n_passes, "eig_residual": summary.eig_residual,
+                 "enn_cycles": result.n_iter, "correction_nnz": result.attrs["low_rank"]["correction_nnz"]}
+    else:
+        _memory_staged(f"{name} cooccur", args.workers, args.memory_limit,
+                       lambda: cooccur(str(run), codoc=False), rows)
+        result = _memory_staged(f"{name} fit ap", args.workers, args.memory_limit,
+                                lambda: fit(str(run), n_topics=k), rows)
+        extra = {"ap_cycles": result.n_iter}
+    # ingest renumbers words by tf-idf rank; map B back to the truth's ids (vocabulary words are w00000…)
+    from jsmf_dask.io.parquet import read_vocabulary
+
+    import numpy as np
+
+    words = read_vocabulary(f"{run}/corpus").column("word").to_pylist()
+    full = np.zeros_like(truth)
+    full[[int(w[1:]) for w in words]] = result.B
+    return {"stages": rows, "total_s": sum(r["wall_s"] for r in rows), "B_l1": matched_l1(full, truth), **extra}
+
+
+def nips(out: Path, k: int, workers: int) -> dict:
+    """AP and ENN on the shipped NIPS papers at N = 5,000 and on the whole vocabulary: the six metrics."""
+    import time
+
+    import dask
+
+    from jsmf_dask import cooccur, evaluate, fit, ingest
+    from jsmf_dask.cluster import connect
+
+    archive = Path(__file__).resolve().parents[1] / "data" / "nips12-raw" / "nipstxt.tar.xz"
+    results = {}
+    for label, vocab in (("N=5000", 5000), ("whole vocabulary", None)):
+        run = out / f"nips-{vocab or 'all'}"
+        with dask.config.set({"jsmf.progress": False}), connect(n_workers=workers, dashboard=False):
+            if not (run / "corpus").exists():
+                ingest(str(run), [str(archive)], vocab_size=vocab, encoding="latin-1")
+            entry = {}
+            for rect, kwargs in (("ap", {}), ("enn", {})):
+                if rect == "ap" and vocab is None:
+                    continue  # the dense store of the whole vocabulary is the case this route avoids
+                if rect == "ap":
+                    cooccur(str(run), overwrite=True)
+                else:
+                    t0 = time.perf_counter()
+                    cooccur(str(run), rank=k, overwrite=True)
+                    entry["enn_cooccur_s"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                fit(str(run), n_topics=k, rectifier=rect, name=f"k{k}-{rect}", overwrite=True, **kwargs)
+                entry[f"{rect}_fit_s"] = time.perf_counter() - t0
+                metrics = evaluate(str(run), models=[f"k{k}-{rect}"])["models"][f"k{k}-{rect}"]["original_C"]
+                entry[rect] = {m: metrics[m] for m in ("recovery", "approximation", "dominancy", "specificity",
+                                                       "dissimilarity", "coherence")}
+            results[label] = entry
+            print(f"NIPS {label}: {json.dumps(entry)}", file=sys.stderr, flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--case", action="append", default=[], metavar="MxN", help="documents x words (repeatable)")
+    p.add_argument("--topics", type=int, default=100)
+    p.add_argument("--length", type=float, default=205)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--memory-limit", default="2GiB")
+    p.add_argument("--dense-max-words", type=int, default=15000)
+    p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--nips", action="store_true")
+    p.add_argument("--nips-topics", type=int, default=20)
+    p.add_argument("--out", type=Path, default=Path("bench-large-vocabulary"))
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+
+    from jsmf_dask.pipeline.synth import read_truth, synth
+
+    report: dict = {"cases": {}}
+    for case in args.case:
+        m, n = (int(x) for x in case.lower().split("x"))
+        base = args.out / case
+        truth_root = base / "truth"
+        if not (truth_root / "truth.zarr").exists():
+            synth(truth_root, n_docs=m, n_words=n, n_topics=args.topics, doc_length=args.length, seed=0,
+                  overwrite=True)
+        docword = base / "docword.synth.txt"
+        if not docword.exists():
+            write_docword(truth_root, docword)
+        truth = read_truth(truth_root)["B"]
+        routes = ["lowrank"] + (["dense"] if n <= args.dense_max_words else [])
+        entry = {}
+        for name in routes:
+            runs = [route(name, docword, base / name, args.topics, truth, args) for _ in range(args.runs)]
+            stages = {}
+            for r in runs:
+                for row in r["stages"]:
+                    stages.setdefault(row["stage"], []).append(row)
+            entry[name] = {
+                "stages": [{"stage": s, "wall_s": statistics.median(x["wall_s"] for x in rs),
+                            "peak_worker_mb": max(x["peak_worker_mb"] for x in rs)} for s, rs in stages.items()],
+                "total_s": statistics.median(r["total_s"] for r in runs),
+                "B_l1": statistics.median(r["B_l1"] for r in runs),
+                **{k: v for k, v in runs[-1].items() if k not in ("stages", "total_s", "B_l1")},
+            }
+        report["cases"][case] = entry
+        print(f"\n## M={m}, N={n}, K={args.topics}, {args.workers} workers x {args.memory_limit}")
+        print("| route | stage | wall s | peak RSS per worker MB |\n|---|---|---|---|")
+        for name, e in entry.items():
+            for row in e["stages"]:
+                print(f"| {name} | {row['stage']} | {row['wall_s']:.1f} | {row['peak_worker_mb']:.0f} |")
+            print(f"| {name} | **total** | **{e['total_s']:.1f}** | B L1 vs truth **{e['B_l1']:.3f}** |")
+        if "dense" in entry:
+            print(f"\nENN route / AP route: {entry['lowrank']['total_s'] / entry['dense']['total_s']:.2f} of the time "
+                  f"(fit alone: {entry['lowrank']['stages'][-1]['wall_s'] / entry['dense']['stages'][-1]['wall_s']:.2f}); "
+                  f"B error {entry['lowrank']['B_l1'] / entry['dense']['B_l1']:.3f} of AP's")
+    if args.nips:
+        report["nips"] = nips(args.out, args.nips_topics, args.workers)
+        print("\n## NIPS papers, K =", args.nips_topics)
+        print(json.dumps(report["nips"], indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
