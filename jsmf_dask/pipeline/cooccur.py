@@ -172,7 +172,7 @@ def cooccur(
     if rank is not None:
         check_int(rank, "rank", owner, low=2)
         if update:
-            raise InvalidParameterError("update=True adds to a dense store; a compressed store (rank=...) cannot be "
+            raise InvalidParameterError("update=True adds to a dense store; a compressed store (rank) cannot be "
                                         "updated: rebuild it with overwrite=True")
     if not (isinstance(eig_tol, (int, float)) and 0 < eig_tol < 1):
         raise InvalidParameterError(f"The 'eig_tol' parameter of {owner} must be a float in (0, 1). Got {eig_tol!r} "
