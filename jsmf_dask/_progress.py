@@ -11,6 +11,7 @@ drivers on one scheduler never see each other's progress.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ from dask.diagnostics import ProgressBar
 
 from jsmf_dask import config
 
-__all__ = ["compute", "active_client", "report", "listen"]
+__all__ = ["compute", "active_client", "report", "listen", "data_in_graph"]
 
 _TOPIC = "jsmf-progress"
 _local_listeners: dict[str, Callable[[dict], None]] = {}
@@ -103,3 +104,12 @@ def listen(channel: str, callback: Callable[[dict], None]) -> Iterator[None]:
         _local_listeners.pop(channel, None)
         if client is not None:
             client.unsubscribe_topic(_TOPIC)
+
+
+@contextlib.contextmanager
+def data_in_graph() -> Iterator[None]:
+    """Arrays that travel in the graph on purpose (a task rerun after a worker died can always get them, which a
+    scattered copy on that worker cannot promise): distributed's large-graph advice is not for these graphs."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        yield

@@ -541,8 +541,9 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
         else:
             with _progress.listen(channel, _cycle_records(on_cycle, "enn")), dask.config.set({"jsmf.progress": False}):
                 (result,) = _progress.compute(task)
-        parts = _progress.compute(*law_recovery_tasks(result.Z, result.anchors, solver,
-                                                      block=config.get("fit.recover-block")))
+        with _progress.data_in_graph():  # Z's K × block slices, as a task rerun needs them
+            parts = _progress.compute(*law_recovery_tasks(result.Z, result.anchors, solver,
+                                                          block=config.get("fit.recover-block")))
         weights = np.vstack([w for w, _, _ in parts])
         objective = np.concatenate([o for _, o, _ in parts])
         convergence = convergence_issues(result.trace, result.eig, k, params.eig_tol, solver,

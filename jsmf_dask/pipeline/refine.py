@@ -14,12 +14,10 @@ per-sweep trace and each training document's topic weights under
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -87,15 +85,6 @@ def change_line(k: int, gained: list[int], lost: list[int], words: list[str]) ->
     if not gained and not lost:
         return f"{k:3d} unchanged"
     return f"{k:3d} +[{' '.join(words[i] for i in gained)}] -[{' '.join(words[i] for i in lost)}]"
-
-
-@contextlib.contextmanager
-def _topics_in_graph():
-    """The N×K topics travel in the graph on purpose (a task rerun after a worker died can always get them,
-    which a scattered copy on that worker cannot promise), so distributed's large-graph advice is not for us."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
-        yield
 
 
 def _check_params(sweeps, tol, alpha, eta, inner_iterations) -> None:
@@ -205,7 +194,7 @@ def refine(
             # in the graph, not scattered: a task that must rerun after a worker died can always get it
             shared = dask.delayed(np.exp(dirichlet_expectation(lam, axis=0)), pure=True)
             gamma_in = None if s == 1 else gamma_dir(scratch, s - 1)
-            with _topics_in_graph():
+            with _progress.data_in_graph():
                 (total,) = _progress.compute(sweep_tasks(blocks, params, shared, gamma_in, gamma_dir(scratch, s),
                                                          sweep=s))
             if total.n_docs == 0:
@@ -224,7 +213,7 @@ def refine(
                 break
         t0 = time.perf_counter()
         shared = dask.delayed(np.exp(dirichlet_expectation(lam, axis=0)), pure=True)
-        with _topics_in_graph():
+        with _progress.data_in_graph():
             (final,) = _progress.compute(finish_tasks(blocks, params, shared, gamma_dir(scratch, len(records)),
                                                   join(tmp, "doc_topics")))
         final_bound = (final.bound + topic_bound(lam, eta)) / final.n_tokens
