@@ -252,7 +252,10 @@ def enn_rectify(
     iterations : int, default=150
         Maximum number of cycles.
     tol : float or None, default=1e-6
-        Stop when the relative change of ``Y Yᵀ`` falls to ``tol``.
+        Stop when the relative change of ``Y Yᵀ`` falls to ``tol``. ENN also
+        stops (after at least one cycle) when the check finds no negative
+        entry: the iterate is then PSD (rank K), normalised and non-negative
+        where checked, and further cycles only re-solve the same eigenproblem.
     eig_tol : float, default=1e-6
         Relative eigen-residual of every PSD step.
     l : int, optional
@@ -279,9 +282,13 @@ def enn_rectify(
     warm = start.basis if start.basis is not None else start.vectors
     trace = ENNTrace()
     n_iter = 0
+    final = None
     for t in range(iterations):
         started = time.perf_counter()
         E, r = nonnegativity_correction(Y, _largest_rows(Y, l))
+        if t > 0 and E.nnz == 0:  # nothing negative left where checked: PSD, NOR and NN hold together
+            final = (E, r)
+            break
         op = LowRankCooccurrence(Y, E, r)
         eig = top_eigenpairs(op.matmat, n, k, X0=warm, tol=eig_tol, rng=rng)
         warm = eig.basis if eig.basis is not None else eig.vectors
@@ -300,7 +307,7 @@ def enn_rectify(
             on_cycle(n_iter, iterations, delta, trace.seconds[-1])
         if tol is not None and delta <= tol:
             break
-    E, r = nonnegativity_correction(Y, _largest_rows(Y, l))
+    E, r = final if final is not None else nonnegativity_correction(Y, _largest_rows(Y, l))
     return LowRankCooccurrence(Y, E, r), eig, trace, n_iter
 
 
