@@ -13,6 +13,7 @@ __all__ = [
     "CorpusSchemaError",
     "StoreError",
     "ClusterError",
+    "InsufficientMemoryError",
     "NotFittedError",
     "ConvergenceWarning",
 ]
@@ -44,6 +45,10 @@ class StoreError(JSMFError):
 
 class ClusterError(JSMFError):
     """The Dask scheduler named by the user cannot be reached."""
+
+
+class InsufficientMemoryError(JSMFError, MemoryError):
+    """A step needs more memory than the worker running it may use (the message gives both figures)."""
 
 
 class NotFittedError(JSMFError, AttributeError):

@@ -23,9 +23,13 @@ with ``Y`` N×K, ``E`` sparse, symmetric and non-negative, and ``r`` a scalar
   the same problem in K dimensions; otherwise ``Z`` is the projection of the
   rows onto the span of ``Y``.
 
-Memory: ``Y``, the eigensolver's block (about 10 N × 1.5K) and one chunk of
-the non-negativity check (``chunk × l``) — O(N·K + nnz(E) + l·chunk); see
-:func:`enn_memory`.
+Each PSD step is exact while ``E`` touches few words (:func:`range_eigenpairs`:
+``C`` lives in the span of ``Y``, ``1`` and those words' unit vectors), otherwise
+a warm-started iterative solve.
+
+Memory: ``Y``, the eigensolver's working set and one chunk of the
+non-negativity check (``chunk × l``) — O(N·K + nnz(E) + l·chunk); see
+:func:`enn_memory` (iterative solves) and :func:`enn_min_memory` (exact ones).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sps
 
+from jsmf_dask.exceptions import InsufficientMemoryError
 from jsmf_dask.kernels.anchors import greedy_anchors
 from jsmf_dask.kernels.rectify import Eigenpairs, block_size, top_eigenpairs
 from jsmf_dask.kernels.recover import recover_weights
@@ -47,8 +52,10 @@ __all__ = [
     "ENNTrace",
     "checked_rows",
     "enn_memory",
+    "enn_min_memory",
     "factor",
     "nonnegativity_correction",
+    "range_eigenpairs",
     "enn_rectify",
     "law_coordinates",
     "law_anchors",
@@ -132,11 +139,44 @@ CHECK_CHUNK = 4096
 
 
 def enn_memory(n_words: int, n_topics: int) -> int:
-    """Bytes ENN and LAW need in one task: ``Y``, ``Z`` and the eigensolver's ~10 blocks of 1.5K columns,
-    one check chunk, and 32 MB of slack (the sparse ``E`` comes on top: 16 bytes a non-zero)."""
+    """Bytes ENN and LAW may need in one task, with the iterative eigensolve (the worst case).
+
+    ``Y``, ``Z`` and the iterative solver's working set (measured at about 16
+    blocks of :func:`block_size` columns: LOBPCG's blocks and the Rayleigh–Ritz
+    products), one chunk of the non-negativity check and 32 MB of slack. The
+    sparse ``E`` comes on top (16 bytes a non-zero). Measured at N = 100,000,
+    K = 100: 1.73 GiB above the interpreter (estimate 1.94 GiB).
+    """
     b = block_size(n_topics, n_words)
-    l = checked_rows(n_topics, n_words)
-    return 8 * n_words * (3 * n_topics + 10 * b) + 8 * min(CHECK_CHUNK, n_words) * l + (32 << 20)
+    return 8 * n_words * (3 * n_topics + 16 * b) + _check_bytes(n_words, n_topics) + (32 << 20)
+
+
+def enn_min_memory(n_words: int, n_topics: int, dim: int | None = None) -> int:
+    """Bytes ENN and LAW need when every eigensolve is exact (:func:`range_eigenpairs`) with a basis of ``dim``.
+
+    ``dim`` defaults to ``K + 1`` (a correction that touches no word). Per
+    basis column: the basis, ``C`` times it and the Ritz vectors; plus ``Y``,
+    ``Z``, the warm block, one check chunk and 32 MB. Measured at N = 100,000,
+    K = 100 (correction on 38 words): 0.61 GiB above the interpreter (estimate
+    0.69 GiB).
+    """
+    dim = n_topics + 1 if dim is None else dim
+    b = block_size(n_topics, n_words)
+    return 8 * n_words * (3 * n_topics + b + 3 * dim) + _check_bytes(n_words, n_topics) + (32 << 20)
+
+
+def _check_bytes(n_words: int, n_topics: int) -> int:
+    return 8 * min(CHECK_CHUNK, n_words) * checked_rows(n_topics, n_words)
+
+
+def _exact_dim_cap(n: int, k: int, max_bytes: int | None) -> int:
+    """Largest basis for the exact eigensolve: 4 blocks (cheaper than the iterative solve), or, when the
+    iterative solve does not fit ``max_bytes``, whatever the budget allows."""
+    cap = 4 * block_size(k, n)
+    if max_bytes is not None and enn_memory(n, k) > max_bytes:
+        fixed = enn_min_memory(n, k, 0)
+        cap = max(cap, int((max_bytes - fixed) // (24 * n)))
+    return cap
 
 
 def factor(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
@@ -145,6 +185,7 @@ def factor(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 
 
 def nonnegativity_correction(Y: np.ndarray, checked: np.ndarray, *, total: float = 1.0,
+                             shift_hint: float | None = None,
                              chunk: int = CHECK_CHUNK) -> tuple[sps.csr_array, float]:
     """``E`` and ``r`` such that ``Y Yᵀ + E + r·11ᵀ`` is ≥ 0 on the checked rows and columns and sums to ``total``.
 
@@ -159,6 +200,12 @@ def nonnegativity_correction(Y: np.ndarray, checked: np.ndarray, *, total: float
     checked : ndarray of int, shape (l,)
         Distinct word indices.
     total : float, default=1.0
+    shift_hint : float, optional
+        An estimate of ``r`` (the previous ENN cycle's). Entries above
+        ``−r`` cannot enter ``E``, so the check gathers those below
+        ``max(0, −2·hint)`` and multiplies ``Y`` once; without a hint, or when
+        ``r`` falls below twice the hint, it multiplies again with a wider
+        threshold. The result does not depend on the hint.
     chunk : int
         Rows of ``Y`` multiplied by ``Y[checked]ᵀ`` at once.
 
@@ -172,7 +219,7 @@ def nonnegativity_correction(Y: np.ndarray, checked: np.ndarray, *, total: float
     s = Y.sum(axis=0)
     target = total - float(s @ s)
     r = target / n**2  # the shift without a correction; any correction only lowers it
-    threshold = max(0.0, -r)
+    threshold = max(0.0, -r, -2.0 * shift_hint if shift_hint is not None else 0.0)
     Yc = Y[checked].T
     is_checked = np.zeros(n, dtype=bool)
     is_checked[checked] = True
@@ -215,6 +262,67 @@ def nonnegativity_correction(Y: np.ndarray, checked: np.ndarray, *, total: float
     return E, float(r)
 
 
+def range_eigenpairs(C: LowRankCooccurrence, k: int, max_dim: int) -> Eigenpairs | None:
+    """The top-``k`` eigenpairs of ``C`` exactly, by Rayleigh–Ritz on a basis of its range, or None.
+
+    ``C = Y Yᵀ + E + r·11ᵀ`` maps every vector into the span of ``Y``, ``1``
+    and the unit vectors ``e_i`` of the rows ``R`` that ``E`` touches; ``C``
+    is zero on the orthogonal complement. With ``W`` an orthonormal basis of
+    that span (the ``e_i`` and a basis of ``[Y, 1]`` with the rows ``R``
+    zeroed), ``C = W (WᵀCW) Wᵀ``, so the eigenpairs of the small matrix
+    ``WᵀCW`` give those of ``C`` to rounding — no iteration, no tolerance. This
+    is how ENN's cycles run once the correction is sparse (at N = 100,000 it
+    touches a few dozen words). Returns None when the basis would have more
+    than ``max_dim`` columns.
+
+    ``residual`` is that of the small eigenproblem, ``n_matmat`` the basis size.
+    """
+    touched = np.unique(C.E.indices) if C.E.nnz else np.zeros(0, dtype=np.int64)
+    n, K = C.Y.shape
+    if K + 1 + touched.size > max_dim:
+        return None
+    M = np.column_stack([C.Y, np.ones(n)])
+    M[touched] = 0.0
+    Q, T, _ = sla.qr(M, mode="economic", pivoting=True)
+    diag = np.abs(np.diag(T))
+    rank = int((diag > 1e-12 * max(float(diag[0]) if diag.size else 0.0, np.finfo(float).tiny)).sum())
+    Q = Q[:, :rank]  # zero on the rows R: orthogonal to every e_i, i in R
+    m = touched.size
+    CQ = C.matmat(Q)
+    CE = C.Y @ C.Y[touched].T + C.E[:, touched].toarray() + C.r if m else np.zeros((n, 0))  # C e_R
+    H = np.empty((m + rank, m + rank))
+    H[:m, :m] = CE[touched]
+    H[m:, :m] = Q.T @ CE
+    H[:m, m:] = H[m:, :m].T
+    H[m:, m:] = Q.T @ CQ
+    H = 0.5 * (H + H.T)
+    theta, U = sla.eigh(H)
+    order = np.argsort(theta)[::-1]
+    theta, U = theta[order], U[:, order]
+    d = m + rank
+    residual = float(np.linalg.norm(H @ U[:, :k] - U[:, :k] * theta[:k], axis=0).max()
+                     / max(float(np.abs(theta).max()) if d else 0.0, np.finfo(float).tiny))
+    b = min(block_size(k, n), n)
+    V = np.zeros((n, b))
+    V[:, : min(b, d)] = Q @ U[m:, :b]
+    V[touched, : min(b, d)] += U[:m, :b]
+    values = np.zeros(k)
+    values[: min(k, d)] = theta[:k]
+    # C is zero off its range: where fewer than k eigenvalues of the range are positive, the top k
+    # continue with 0 and vectors orthogonal to the range.
+    zeros = np.flatnonzero((values < 0) | (np.arange(k) >= d)) if d < n else np.zeros(0, dtype=np.int64)
+    if zeros.size:
+        X = np.random.default_rng(0).standard_normal((n, zeros.size))
+        for _ in range(2):
+            X[touched] = 0.0
+            X -= Q @ (Q.T @ X)
+        V[:, zeros] = np.linalg.qr(X)[0]
+        values[zeros] = 0.0
+        order = np.argsort(-values, kind="stable")
+        values, V[:, :k] = values[order], V[:, :k][:, order]
+    return Eigenpairs(values, V[:, :k], residual, d, V[:, : max(k, min(b, d))])
+
+
 def _relative_change(Y_new: np.ndarray, Y_old: np.ndarray) -> float:
     """``‖Y_new Y_newᵀ − Y_old Y_oldᵀ‖_F / ‖Y_new Y_newᵀ‖_F`` in O(NK²)."""
     a = np.linalg.norm(Y_new.T @ Y_new) ** 2
@@ -239,6 +347,7 @@ def enn_rectify(
     eig_tol: float = 1e-6,
     l: int | None = None,
     rng: np.random.Generator | None = None,
+    max_bytes: int | None = None,
     on_cycle: Callable[[int, int, float, float], None] | None = None,
 ) -> tuple[LowRankCooccurrence, Eigenpairs, ENNTrace, int]:
     """ε-non-negative rectification (see the module docstring).
@@ -261,6 +370,13 @@ def enn_rectify(
     l : int, optional
         Words checked for non-negativity (default :func:`checked_rows`).
     rng : numpy.random.Generator, optional
+    max_bytes : int, optional
+        Memory the cycles may use. Each PSD step is exact
+        (:func:`range_eigenpairs`) while the correction touches few words;
+        otherwise a warm iterative solve (:func:`enn_memory`). When that does
+        not fit ``max_bytes``, the exact solve takes whatever basis the budget
+        allows, and beyond it an :class:`~jsmf_dask.exceptions.InsufficientMemoryError`
+        names the figures.
     on_cycle : callable, optional
         ``(cycle, iterations, relative change, seconds)`` after each cycle.
 
@@ -280,17 +396,28 @@ def enn_rectify(
     Y = factor(start.values[:k], start.vectors[:, :k])
     eig = start
     warm = start.basis if start.basis is not None else start.vectors
+    max_dim = _exact_dim_cap(n, k, max_bytes)
     trace = ENNTrace()
     n_iter = 0
     final = None
+    r = None
     for t in range(iterations):
         started = time.perf_counter()
-        E, r = nonnegativity_correction(Y, _largest_rows(Y, l))
+        E, r = nonnegativity_correction(Y, _largest_rows(Y, l), shift_hint=r)
         if t > 0 and E.nnz == 0:  # nothing negative left where checked: PSD, NOR and NN hold together
             final = (E, r)
             break
         op = LowRankCooccurrence(Y, E, r)
-        eig = top_eigenpairs(op.matmat, n, k, X0=warm, tol=eig_tol, rng=rng)
+        eig = range_eigenpairs(op, k, max_dim=max_dim)
+        if eig is None:
+            if max_bytes is not None and enn_memory(n, k) > max_bytes:
+                touched = np.unique(E.indices).size
+                raise InsufficientMemoryError(
+                    f"ENN cycle {t + 1}: the correction touches {touched} words, too many for the exact "
+                    f"eigensolve in {max_bytes / 2**30:.2f} GiB, and the iterative one needs about "
+                    f"{enn_memory(n, k) / 2**30:.2f} GiB (N = {n}, K = {k}); give the workers more memory"
+                )
+            eig = top_eigenpairs(op.matmat, n, k, X0=warm, tol=eig_tol, rng=rng)
         warm = eig.basis if eig.basis is not None else eig.vectors
         Y_new = factor(eig.values, eig.vectors)
         delta = _relative_change(Y_new, Y)
@@ -307,7 +434,7 @@ def enn_rectify(
             on_cycle(n_iter, iterations, delta, trace.seconds[-1])
         if tol is not None and delta <= tol:
             break
-    E, r = final if final is not None else nonnegativity_correction(Y, _largest_rows(Y, l))
+    E, r = final if final is not None else nonnegativity_correction(Y, _largest_rows(Y, l), shift_hint=r)
     return LowRankCooccurrence(Y, E, r), eig, trace, n_iter
 
 

@@ -8,6 +8,8 @@ compressed store or a dense one) without any N×N array.
 
 from __future__ import annotations
 
+import dataclasses
+
 import datetime as _dt
 import os
 import uuid
@@ -30,7 +32,7 @@ from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, voc
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.anchors import greedy_anchors
-from jsmf_dask.kernels.lowrank import checked_rows, enn_memory
+from jsmf_dask.kernels.lowrank import checked_rows, enn_memory, enn_min_memory
 from jsmf_dask.kernels.rectify import Comparison, LowRankIterate, alternating_projection, top_eigenpairs
 from jsmf_dask.kernels.recover import SOLVERS, least_squares_topic_topic, topic_topic, topic_word
 from jsmf_dask.pipeline.cooccur import library_versions
@@ -167,9 +169,14 @@ def _fat_worker(client, need: int) -> str | None:
     return addr
 
 
-def _check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: bool) -> str | None:
-    """The worker to run ENN + LAW on, after checking its memory (plus the dense C when the task loads it)."""
-    need = enn_memory(n_words, n_topics) + (8 * n_words * n_words if dense_start else 0)
+def _check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: bool) -> tuple[str | None, int]:
+    """The worker to run ENN + LAW on and the bytes its cycles may use, after checking it holds the least they need.
+
+    The least is :func:`~jsmf_dask.kernels.lowrank.enn_min_memory` (every
+    eigensolve exact), plus the dense C when the task loads it; the budget is
+    the worker's share :data:`IN_TASK_SHARE` of its limit.
+    """
+    need = enn_min_memory(n_words, n_topics) + (8 * n_words * n_words if dense_start else 0)
     addr, limit, where = _largest_memory(client)
     if need > IN_TASK_SHARE * limit:
         raise StoreError(
@@ -177,7 +184,7 @@ def _check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: boo
             f"{n_words}, K = {n_topics} (O(N·K)); {where} has a memory limit of {limit / 2**30:.2f} GiB. Start a "
             f"worker with --memory-limit of at least {need / IN_TASK_SHARE / 2**30:.2f}GiB"
         )
-    return addr
+    return addr, int(IN_TASK_SHARE * limit)
 
 
 def choose_path(client, n_words: int, rectifier: str) -> tuple[str, str]:
@@ -519,7 +526,7 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
     n, k = store.n_words, params.n_topics
     start = None
     dense_start = not store.compressed
-    if dense_start and enn_memory(n, k) + 8 * n * n > IN_TASK_SHARE * _largest_memory(client)[1]:
+    if dense_start and enn_min_memory(n, k) + 8 * n * n > IN_TASK_SHARE * _largest_memory(client)[1]:
         # The dense C does not fit one task: its top-K eigenpairs by products tile by tile.
         edges = word_block_edges(n, int(store.attrs["tile_size"]))
         start = top_eigenpairs(lambda V: TiledAP(store.url, edges).matmat(None, V), n, k, tol=params.eig_tol,
@@ -527,9 +534,11 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
         dense_start = False
     if dense_start:
         _check_matrix(store.url, word_block_edges(n, int(store.attrs["tile_size"])))
-    worker = _check_low_rank_memory(client, n, k, dense_start)
+    worker, budget = _check_low_rank_memory(client, n, k, dense_start)
+    params = dataclasses.replace(params, max_bytes=budget)
     reason = ("the store is compressed" if store.compressed else "rectifier='enn' was asked for") + \
-        f": ENN + LAW in O(N·K) memory (about {enn_memory(n, k) / 2**30:.2f} GiB)"
+        f": ENN + LAW in O(N·K) memory (about {enn_min_memory(n, k) / 2**30:.2f} GiB with exact eigensolves, " \
+        f"{min(enn_memory(n, k), budget) / 2**30:.2f} GiB at most)"
     ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
         placement = {"workers": [worker], "allow_other_workers": True} if worker else {}

@@ -15,6 +15,7 @@ Recovery of B is a task per block of words in both paths
 A third, **low-rank** path (:func:`enn_in_task`, :func:`law_recovery_tasks`)
 never holds N×N: one task runs ENN and the LAW anchors on
 ``Y Yᵀ + E + r·11ᵀ`` (:mod:`jsmf_dask.kernels.lowrank`, memory
+:func:`~jsmf_dask.kernels.lowrank.enn_min_memory` to
 :func:`~jsmf_dask.kernels.lowrank.enn_memory`), then a task per block of words
 solves the simplex least squares in K dimensions.
 """
@@ -74,6 +75,7 @@ class RectifyParams:
     seed: int
     dc_permutations: int = 30
     start_Y: np.ndarray | None = None  # AP warm start: a previous fit's eigenvectors (N×K)
+    max_bytes: int | None = None  # ENN: the memory its cycles may use (see kernels.lowrank.enn_rectify)
 
     def start(self) -> Eigenpairs | None:
         """The warm start as :class:`Eigenpairs` (None without one)."""
@@ -251,7 +253,8 @@ def _enn_in_task(cooc_url: str, params: RectifyParams, candidates: np.ndarray | 
         start = _start_pairs(cooc_url, params) if start is None else start
         rect, eig, trace, n_iter = enn_rectify(
             start, params.n_topics, iterations=params.iterations, tol=params.tol, eig_tol=params.eig_tol,
-            rng=np.random.default_rng(params.seed), on_cycle=on_cycle if progress is not None else None,
+            rng=np.random.default_rng(params.seed), max_bytes=params.max_bytes,
+            on_cycle=on_cycle if progress is not None else None,
         )
         Z, p = law_coordinates(rect)
         anchors, pivots = law_anchors(Z, p, params.n_topics, candidates)

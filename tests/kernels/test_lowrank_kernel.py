@@ -10,6 +10,8 @@ import scipy.sparse as sps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jsmf_dask.exceptions import InsufficientMemoryError
+from jsmf_dask.kernels import lowrank
 from jsmf_dask.kernels.lowrank import (
     LowRankCooccurrence,
     enn_rectify,
@@ -18,6 +20,7 @@ from jsmf_dask.kernels.lowrank import (
     law_coordinates,
     law_weights,
     nonnegativity_correction,
+    range_eigenpairs,
 )
 from jsmf_dask.kernels.rectify import Eigenpairs, top_eigenpairs
 from jsmf_dask.kernels.recover import recover_weights, topic_topic, topic_word
@@ -101,7 +104,43 @@ def dense_enn(C: np.ndarray, k: int, l: int, iterations: int) -> np.ndarray:
     return Y
 
 
-def test_enn_matches_a_dense_enn_and_law_a_dense_law():
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(8, 40), k=st.integers(1, 4), touched=st.integers(0, 6),
+       zero_column=st.booleans())
+def test_range_eigenpairs_equal_eigh_of_the_dense_matrix(seed, n, k, touched, zero_column):
+    rng = np.random.default_rng(seed)
+    Y = random_factor(seed, n, k)
+    if zero_column:
+        Y[:, -1] = 0.0  # a clipped eigenvalue: the basis must drop the dependent column
+    rows = rng.choice(n, touched, replace=False)
+    cols = rng.choice(n, touched)
+    v = rng.random(touched) / n**2
+    E = sps.coo_array((np.r_[v, v], (np.r_[rows, cols], np.r_[cols, rows])), shape=(n, n)).tocsr()
+    E.sum_duplicates()
+    C = LowRankCooccurrence(Y, E, -0.1 / n**2)
+    dense = Y @ Y.T + E.toarray() + C.r
+    w, V = np.linalg.eigh(dense)
+    w, V = w[::-1], V[:, ::-1]
+    eig = range_eigenpairs(C, k, max_dim=n + k + 1)
+    scale = np.abs(w).max()
+    # exact up to rounding: eigenvalues and the residual against the dense matrix at 1e-12 of λ₁
+    np.testing.assert_allclose(eig.values, w[:k], rtol=0, atol=1e-12 * scale)
+    residual = np.linalg.norm(dense @ eig.vectors - eig.vectors * eig.values, axis=0).max() / scale
+    assert residual < 1e-12 and eig.residual < 1e-12
+    np.testing.assert_allclose(eig.vectors.T @ eig.vectors, np.eye(k), rtol=0, atol=1e-12)
+    # a basis above the cap is refused, not truncated
+    touched_words = np.unique(E.indices).size
+    assert range_eigenpairs(C, k, max_dim=k + touched_words) is None
+    assert range_eigenpairs(C, k, max_dim=k + 1 + touched_words) is not None
+
+
+@pytest.mark.parametrize("route", ["exact", "iterative"])
+def test_enn_matches_a_dense_enn_and_law_a_dense_law(route, monkeypatch):
+    """Both PSD steps (exact on the range, or the warm iterative solve) give the dense ENN's iterates."""
+    if route == "iterative":
+        monkeypatch.setattr(lowrank, "range_eigenpairs", lambda C, k, max_dim: None)
+    else:
+        monkeypatch.setattr(lowrank, "_exact_dim_cap", lambda n, k, max_bytes: n + k + 1)
     C, _ = noisy_cooccurrence(0)
     n, k, l, iterations = C.shape[0], 4, 25, 6
     start = top_eigenpairs(lambda V: C @ V, n, k, tol=1e-12)
@@ -129,6 +168,16 @@ def test_enn_matches_a_dense_enn_and_law_a_dense_law():
     ref, _, _ = recover_weights(Z_ref[:, anchors].T @ Z_ref[:, anchors], Z_ref.T @ Z_ref[:, anchors],
                                 np.einsum("ij,ij->j", Z_ref, Z_ref))
     np.testing.assert_allclose(weights, ref, rtol=0, atol=1e-8)
+
+
+def test_enn_within_a_memory_budget_too_small_for_its_eigensolve_names_the_figures():
+    C, _ = noisy_cooccurrence(0)
+    start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
+    with pytest.raises(InsufficientMemoryError, match=r"ENN cycle 1: the correction touches \d+ words.* GiB"):
+        enn_rectify(start, 4, iterations=3, tol=None, l=25, max_bytes=1)
+    # a budget that holds the iterative solve runs it
+    rect, *_ = enn_rectify(start, 4, iterations=3, tol=None, l=25, max_bytes=lowrank.enn_memory(C.shape[0], 4))
+    assert rect.E.nnz > 0
 
 
 def test_law_anchors_equal_pivoted_qr_on_the_dense_cbar_of_a_low_rank_matrix():
