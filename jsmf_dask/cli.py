@@ -211,8 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "compressed store, `cooccur --rank`); none: the Baseline")
     p.add_argument("--iterations", type=int, default=150, help="AP or ENN cycles (default: 150)")
     p.add_argument("--tol", type=float,
-                   help="stop AP when its relative change falls below this (default: run all --iterations; 1e-6, "
-                   "the eigensolver's accuracy, is several times faster: see the README)")
+                   help="stop AP or ENN when its relative change falls below this (default: run all --iterations; "
+                   "1e-6, the eigensolver's accuracy, is several times faster: see the README)")
     p.add_argument("--end-with", choices=("nonnegative", "psd"), default="nonnegative",
                    help="AP's last projection (default: nonnegative)")
     p.add_argument("--solver", choices=SOLVERS, default="exact", help="B solver (default: exact)")
@@ -223,7 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start AP from the eigenvectors of model NAME (the refit after `cooccur --update`)")
     p.add_argument("--path", choices=("auto", "in-task", "tiled"), default="auto",
                    help="rectification path; auto (default): in one task where the dense C and AP's iterates (about "
-                   "3.5*8*N^2 bytes) fit 80%% of the largest worker's memory limit, else tiled")
+                   "3.5*8*N^2 bytes) fit 80%% of the largest worker's memory limit; else, with the default "
+                   "--rectifier, ENN and low-rank anchors in O(N*K) memory (model k<K>-enn), with --rectifier ap "
+                   "the tiled path")
     _add_cluster_options(p)
 
     p = _command(

@@ -148,6 +148,15 @@ def start_pending_cluster():
     return owner.start() if isinstance(owner, _LocalClusterOnDemand) else None
 
 
+def pending_worker_memory() -> int | None:
+    """The memory limit of each worker of an enclosing ``connect(lazy=True)`` not started yet (else None)."""
+    getter = dask.config.get("scheduler", None)
+    owner = getattr(getter, "__self__", None)
+    if isinstance(owner, _LocalClusterOnDemand) and owner._client is None:
+        return owner.worker_memory_limit()
+    return None
+
+
 class _LocalClusterOnDemand:
     """The embedded LocalCluster, started by :meth:`start` (at once, or by the first graph computed)."""
 
@@ -158,15 +167,20 @@ class _LocalClusterOnDemand:
         self._stack = contextlib.ExitStack()
         self._client = None
 
+    def worker_memory_limit(self) -> int:
+        """Bytes each worker may use: ``memory_limit``, else 90% of this machine's memory shared out."""
+        if self.memory_limit is None:
+            return int(psutil.virtual_memory().total * 0.9 / self.n_workers)
+        return int(dask.utils.parse_bytes(self.memory_limit)) if isinstance(self.memory_limit, str) \
+            else int(self.memory_limit)
+
     def start(self):
         """Start the cluster and its client (idempotent); returns the client."""
         if self._client is not None:
             return self._client
         from distributed import Client, LocalCluster
 
-        memory_limit = self.memory_limit
-        if memory_limit is None:
-            memory_limit = int(psutil.virtual_memory().total * 0.9 / self.n_workers)
+        memory_limit = self.worker_memory_limit()
         env = {var: "1" for var in _BLAS_VARS}
         # workers import distributed (which sets its loggers from dask's config) before anything else runs there
         level = logging.getLevelName(logging.getLogger("distributed").getEffectiveLevel())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -365,3 +366,35 @@ def test_cli_refuses_bad_flags_before_anything_runs(tmp_path, capsys, args, matc
     assert exit_info.value.code == 2
     assert re.search(match, capsys.readouterr().err)
     assert listing(tmp_path) == []
+
+
+def test_cli_fit_takes_the_low_rank_path_where_the_workers_are_too_small_and_decides_before_starting(
+        tmp_path, capsys, monkeypatch):
+    """`jsmf fit` with the default rectifier on workers too small for the in-task AP: ENN + LAW (k<K>-enn),
+    the reason printed; the choice is made from the LocalCluster's memory before it starts, so an existing
+    k<K>-enn is refused without starting it."""
+    import dask
+
+    import jsmf_dask.pipeline.fit as fit_module
+    from jsmf_dask import cluster, synth
+
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(tmp_path, n_docs=600, n_words=60, n_topics=3, doc_length=40, seed=4)
+        cooccur(tmp_path)
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.setattr(fit_module, "in_task_memory", lambda n: 10 * 2**30)  # more than 1 GiB workers have
+    args = ["fit", str(tmp_path), "--topics", "3", "--min-anchor-df", "0", "--iterations", "5", "--workers", "1",
+            "--memory-limit", "1GiB"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"model k3-enn: 3 topics, rectifier enn, \d+ iterations, low-rank path \(the in-task path "
+                     r"needs about 10\.00 GiB .* each worker of the LocalCluster has 1\.00 GiB: too little, so ENN",
+                     out), out
+    assert (tmp_path / "model.zarr" / "k3-enn").is_dir() and not (tmp_path / "model.zarr" / "k3-ap").exists()
+    started = []
+    real_start = cluster._LocalClusterOnDemand.start
+    monkeypatch.setattr(cluster._LocalClusterOnDemand, "start", lambda self: started.append(1) or real_start(self))
+    before = listing(tmp_path)
+    assert main([*args, "--quiet"]) == 1
+    assert "k3-enn already exists; pass --overwrite" in capsys.readouterr().err
+    assert not started and listing(tmp_path) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -188,8 +189,16 @@ def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
         assert "fits" in fits.attrs["path"]["reason"]
         # a vocabulary whose dense C and iterates would need 10 GiB: more than the 1 GiB worker has
         monkeypatch.setattr(fit_module, "in_task_memory", lambda n: 10 * 2**30 + 0 * in_task_memory(n))
+        # the default rectifier: the low-rank path (ENN + LAW), named for it, the reason stored
+        low = fit(tmp_path, n_topics=4, iterations=5, min_anchor_df=0)
+        assert low.name == "k4-enn" and low.attrs["params"]["rectifier"] == "enn"
+        assert low.attrs["path"]["chosen"] == "low-rank"
+        assert re.search(r"needs about 10\.00 GiB for N = 80; the largest worker .* too little, so ENN \+ LAW",
+                         low.attrs["path"]["reason"])
+        # AP asked for explicitly: the tiled path
         tiled_cycles = []
-        tiled = fit(tmp_path, n_topics=4, iterations=5, name="tiled", min_anchor_df=0, on_cycle=tiled_cycles.append)
+        tiled = fit(tmp_path, n_topics=4, rectifier="ap", iterations=5, name="tiled", min_anchor_df=0,
+                    on_cycle=tiled_cycles.append)
         assert tiled.attrs["path"]["chosen"] == "tiled"
         np.testing.assert_allclose([c.relative_change for c in tiled_cycles], [c.relative_change for c in cycles],
                                    rtol=1e-6)
