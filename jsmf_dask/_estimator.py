@@ -10,7 +10,9 @@ import numpy as np
 
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError, NotFittedError
-from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
+from jsmf_dask.kernels.factorize import find_anchors, recover, recover_low_rank, rectify
+from jsmf_dask.kernels.lowrank import enn_rectify, law_anchors, law_coordinates
+from jsmf_dask.kernels.rectify import top_eigenpairs
 from jsmf_dask.kernels.recover import SOLVERS
 
 __all__ = ["RectifiedAnchorWords"]
@@ -25,13 +27,15 @@ class RectifiedAnchorWords:
     ----------
     n_topics : int, default=10
         K, the number of topics (``2 <= K < N``).
-    rectifier : {'ap', 'dc', 'none'}, default='ap'
-        Alternating projection, diagonal completion, or none (the Baseline of
-        Arora et al. 2013).
+    rectifier : {'ap', 'dc', 'enn', 'none'}, default='ap'
+        Alternating projection, diagonal completion, ε-non-negative
+        rectification with low-rank anchor inference (O(N·K) memory; the only
+        one a compressed store, ``cooccur(rank=...)``, supports), or none (the
+        Baseline of Arora et al. 2013).
     max_iter : int, default=150
-        AP cycles.
+        AP or ENN cycles.
     tol : float or None, default=None
-        AP stops when ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F`` falls below it; None
+        AP (ENN) stops when ``‖C_t − C_{t−1}‖_F / ‖C_t‖_F`` falls below it; None
         runs all ``max_iter`` cycles (see the README on 1e-6).
     end_with : {'nonnegative', 'psd'}, default='nonnegative'
         AP's last projection.
@@ -67,7 +71,8 @@ class RectifiedAnchorWords:
         Anchor word of each (spectral) topic; refined topic k starts from spectral topic k.
     rectification_history_ : dict of str to ndarray
         AP's per-iteration trace (``delta``, ``dist_psd``, ``dist_normalized``,
-        ``dist_nonnegative``, ``eig_residual``, ``n_matmat``, ``seconds``).
+        ``dist_nonnegative``, ``eig_residual``, ``n_matmat``, ``seconds``), or
+        ENN's (:class:`~jsmf_dask.kernels.lowrank.ENNTrace`).
     eigenvalues_ : ndarray, shape (n_topics,)
         Top eigenvalues of the rectified ``C``.
     n_iter_ : int
@@ -123,9 +128,12 @@ class RectifiedAnchorWords:
 
     def _validate_params(self, n_words: int | None = None) -> None:
         check_int(self.n_topics, "n_topics", _OWNER, low=2, high=None if n_words is None else n_words - 1)
-        check_option(self.rectifier, "rectifier", _OWNER, ("ap", "dc", "none"))
+        check_option(self.rectifier, "rectifier", _OWNER, ("ap", "dc", "enn", "none"))
         check_int(self.max_iter, "max_iter", _OWNER, low=1)
         check_option(self.end_with, "end_with", _OWNER, ("nonnegative", "psd"))
+        if self.rectifier == "enn" and self.end_with != "nonnegative":
+            raise InvalidParameterError(f"{_OWNER}: rectifier='enn' always ends with its non-negativity correction; "
+                                        f"end_with={self.end_with!r} is for 'ap'")
         check_option(self.solver, "solver", _OWNER, SOLVERS)
         check_int(self.min_anchor_df, "min_anchor_df", _OWNER, low=0, allow_none=True)
         check_int(self.random_state, "random_state", _OWNER, low=0)
@@ -204,13 +212,23 @@ class RectifiedAnchorWords:
         if not np.isfinite(C).all() or C.min() < 0:
             raise InvalidParameterError("C must be finite and non-negative")
         self._validate_params(C.shape[0])
-        rect = rectify(C, self.n_topics, rectifier=self.rectifier, iterations=self.max_iter, tol=self.tol,
-                       end_with=self.end_with, rng=np.random.default_rng(self.random_state))
         floor = self.min_anchor_df or 0
         candidates = None if doc_freq is None else np.asarray(doc_freq) >= floor
-        anchors, _ = find_anchors(rect.C, self.n_topics, candidates=candidates)
-        rec = recover(rect.C, anchors, solver=self.solver)
-        self._set_fitted(rec.B, rec.A, rec.A_least_squares, anchors, rect.trace, rect.eig.values, rect.n_iter)
+        rng = np.random.default_rng(self.random_state)
+        if self.rectifier == "enn":
+            start = top_eigenpairs(lambda V: C @ V, C.shape[0], self.n_topics, rng=rng)
+            low, eig, trace, n_iter = enn_rectify(start, self.n_topics, iterations=self.max_iter, tol=self.tol,
+                                                  rng=rng)
+            Z, p = law_coordinates(low)
+            anchors, _ = law_anchors(Z, p, self.n_topics, candidates)
+            rec = recover_low_rank(low, Z, p, anchors, solver=self.solver)
+            self._set_fitted(rec.B, rec.A, rec.A_least_squares, anchors, trace.as_arrays(), eig.values, n_iter)
+        else:
+            rect = rectify(C, self.n_topics, rectifier=self.rectifier, iterations=self.max_iter, tol=self.tol,
+                           end_with=self.end_with, rng=rng)
+            anchors, _ = find_anchors(rect.C, self.n_topics, candidates=candidates)
+            rec = recover(rect.C, anchors, solver=self.solver)
+            self._set_fitted(rec.B, rec.A, rec.A_least_squares, anchors, rect.trace, rect.eig.values, rect.n_iter)
         self.vocabulary_ = None
         return self
 

@@ -23,6 +23,7 @@ from jsmf_dask.kernels.rectify import (
     top_eigenpairs,
 )
 from jsmf_dask.exceptions import ConvergenceWarning
+from jsmf_dask.kernels.lowrank import LowRankCooccurrence, law_weights
 from jsmf_dask.kernels.recover import (
     least_squares_topic_topic,
     recover_weights,
@@ -30,7 +31,7 @@ from jsmf_dask.kernels.recover import (
     topic_word,
 )
 
-__all__ = ["Rectified", "rectify", "find_anchors", "Recovered", "recover"]
+__all__ = ["Rectified", "rectify", "find_anchors", "Recovered", "recover", "recover_low_rank"]
 
 
 @dataclass
@@ -185,4 +186,33 @@ def recover(C: np.ndarray, anchors: np.ndarray, *, solver: str = "exact") -> Rec
     B = topic_word(weights, p)
     A, legality = topic_topic(C[np.ix_(anchors, anchors)], B, anchors)
     A_ls = least_squares_topic_topic(np.linalg.pinv(B) @ C, B)
+    return Recovered(B, A, A_ls, weights, objective, legality)
+
+
+def recover_low_rank(C: LowRankCooccurrence, Z: np.ndarray, p: np.ndarray, anchors: np.ndarray, *,
+                     solver: str = "exact") -> Recovered:
+    """:func:`recover` for a low-rank ``C`` (ENN's ``Y Yᵀ + E + r·11ᵀ``): the least squares in LAW's K dimensions.
+
+    Parameters
+    ----------
+    C : LowRankCooccurrence
+    Z, p : ndarray
+        :func:`jsmf_dask.kernels.lowrank.law_coordinates` of ``C``.
+    anchors : ndarray of int, shape (K,)
+    solver : {'exact', 'eg'}, default='exact'
+
+    Returns
+    -------
+    Recovered
+    """
+    anchors = np.asarray(anchors)
+    weights, objective, unconverged = law_weights(Z, Z[:, anchors], solver=solver)
+    if unconverged:
+        warnings.warn(f"recover: the {solver!r} solver stopped at its iteration cap for {unconverged} of "
+                      f"{len(p)} words", ConvergenceWarning, stacklevel=2)
+    weights[anchors] = np.eye(len(anchors))
+    objective[anchors] = 0.0
+    B = topic_word(weights, p)
+    A, legality = topic_topic(C.rows(anchors)[:, anchors], B, anchors)
+    A_ls = least_squares_topic_topic(C.rmatmat(np.linalg.pinv(B)), B)
     return Recovered(B, A, A_ls, weights, objective, legality)

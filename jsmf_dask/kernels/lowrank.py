@@ -91,6 +91,13 @@ class LowRankCooccurrence:
         out += self.r * X.sum(axis=0)
         return out
 
+    def rmatmat(self, M: np.ndarray) -> np.ndarray:
+        """``M @ C`` for ``M`` of shape (q, N), in O(N·K·q + nnz(E)·q)."""
+        out = (M @ self.Y) @ self.Y.T
+        out += np.asarray((self.E @ M.T).T)  # E symmetric
+        out += self.r * M.sum(axis=1)[:, None]
+        return out
+
     def row_sums(self) -> np.ndarray:
         """``C 1``."""
         return self.Y @ self.Y.sum(axis=0) + np.asarray(self.E.sum(axis=1)).ravel() + self.r * self.n_words

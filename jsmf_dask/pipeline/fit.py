@@ -594,9 +594,7 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
         B = topic_word(weights, result.p_word)
         A, legality = topic_topic(result.C_SS, B, result.anchors)
         rect = result.rectified
-        pinv = np.linalg.pinv(B)
-        BtC = (pinv @ rect.Y) @ rect.Y.T + np.asarray((rect.E @ pinv.T).T) + rect.r * np.outer(pinv.sum(axis=1), np.ones(n))
-        A_ls = least_squares_topic_topic(BtC, B)
+        A_ls = least_squares_topic_topic(rect.rmatmat(np.linalg.pinv(B)), B)
         E = sps.triu(rect.E).tocoo()
         write_small(tmp, {
             "anchors": result.anchors, "anchor_pivots": result.pivots, "B": B, "A": A, "A_least_squares": A_ls,

@@ -78,6 +78,7 @@ def test_operator_equals_the_dense_matrix():
     dense = Y @ Y.T + E.toarray() + r
     X = np.random.default_rng(1).standard_normal((30, 4))
     np.testing.assert_allclose(C.matmat(X), dense @ X, rtol=1e-13, atol=1e-16)
+    np.testing.assert_allclose(C.rmatmat(X.T), X.T @ dense, rtol=1e-13, atol=1e-16)
     np.testing.assert_allclose(C.row_sums(), dense.sum(axis=1), rtol=1e-13, atol=1e-15)  # rows sum to ~0.1-1
     np.testing.assert_allclose(C.rows(np.array([4, 0, 7])), dense[[4, 0, 7]], rtol=1e-13, atol=1e-18)
 

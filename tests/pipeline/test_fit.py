@@ -42,6 +42,36 @@ def test_estimator_equals_the_public_functions(synthetic_root):
     assert model.n_iter_ == 40 and len(model.vocabulary_) == 300
 
 
+def test_estimator_with_enn_equals_the_pipeline_and_the_kernels(synthetic_root):
+    """rectifier='enn': fit(root) is the pipeline's low-rank fit; fit_cooccurrence the same kernels in memory."""
+    from jsmf_dask.kernels.factorize import recover_low_rank
+    from jsmf_dask.kernels.lowrank import enn_rectify, law_anchors, law_coordinates
+    from jsmf_dask.kernels.rectify import top_eigenpairs
+
+    model = RectifiedAnchorWords(n_topics=5, rectifier="enn", max_iter=20, refine_sweeps=0).fit(
+        synthetic_root, name="est-enn", overwrite=True)
+    stored = open_model(str(synthetic_root), "est-enn")
+    assert stored.attrs["path"]["chosen"] == "low-rank"
+    np.testing.assert_allclose(model.components_, stored.arrays["B"].T, atol=1e-15)
+    C = open_cooccurrence(f"{synthetic_root}/cooc.zarr").C[:]
+    doc_freq = open_cooccurrence(f"{synthetic_root}/cooc.zarr").D1[:]
+    memory = RectifiedAnchorWords(n_topics=5, rectifier="enn", max_iter=20, min_anchor_df=10).fit_cooccurrence(
+        C, doc_freq)
+    np.testing.assert_array_equal(np.sort(memory.anchors_), np.sort(model.anchors_))
+    np.testing.assert_allclose(memory.components_, model.components_, rtol=0, atol=1e-7)  # eigensolver tolerance
+    # and the kernels composed by hand
+    start = top_eigenpairs(lambda V: C @ V, 300, 5, rng=np.random.default_rng(0))
+    low, _, trace, n_iter = enn_rectify(start, 5, iterations=20, tol=None, rng=np.random.default_rng(0))
+    Z, p = law_coordinates(low)
+    anchors, _ = law_anchors(Z, p, 5, doc_freq >= 10)
+    rec = recover_low_rank(low, Z, p, anchors)
+    np.testing.assert_allclose(memory.components_, rec.B.T, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(memory.topic_topic_, rec.A, rtol=0, atol=1e-12)
+    assert memory.n_iter_ == n_iter and list(memory.rectification_history_["delta"]) == trace.delta
+    with pytest.raises(InvalidParameterError, match="rectifier='enn' always ends with its non-negativity"):
+        RectifiedAnchorWords(n_topics=5, rectifier="enn", end_with="psd").fit_cooccurrence(C)
+
+
 def test_estimator_refines_by_default_and_stores_both_models(synthetic_root):
     from jsmf_dask.pipeline.refine import refine
 
@@ -102,7 +132,7 @@ def test_estimator_params_and_not_fitted():
         model.top_words()
     model.set_params(rectifier="AP")
     with pytest.raises(InvalidParameterError,
-                       match=r"The 'rectifier' parameter of RectifiedAnchorWords must be a str among \{'ap', 'dc', 'none'\}\. Got 'AP' instead\."):
+                       match=r"The 'rectifier' parameter of RectifiedAnchorWords must be a str among \{'ap', 'dc', 'enn', 'none'\}\. Got 'AP' instead\."):
         model.fit_cooccurrence(np.eye(10) / 10)
     with pytest.raises(InvalidParameterError, match="Invalid parameter 'k'"):
         model.set_params(k=3)
