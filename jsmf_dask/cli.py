@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=150, help="AP or ENN cycles (default: 150)")
     p.add_argument("--tol", type=float,
                    help="stop AP or ENN when its relative change falls below this (default: run all --iterations; "
-                   "1e-6, the eigensolver's accuracy, is several times faster: see the README)")
+                   "1e-6, the eigensolver's accuracy, is several times faster: see the README); ENN also stops when "
+                   "its change is below what it can measure, 1e-7")
     p.add_argument("--end-with", choices=("nonnegative", "psd"), default="nonnegative",
                    help="AP's last projection (default: nonnegative)")
     p.add_argument("--solver", choices=SOLVERS, default="exact", help="B solver (default: exact)")

@@ -350,7 +350,9 @@ def fit(
         choice for speed; see the README for what it costs (for ENN: at
         N = 100,000 it stopped at cycle 6 with the anchors and B of 40 cycles;
         on a small semi-synthetic corpus at cycle 4 with dominancy 0.66
-        instead of 0.99).
+        instead of 0.99). ENN also stops, whatever ``tol``, once the change is
+        below what it can measure (1e-7,
+        :data:`~jsmf_dask.kernels.lowrank.CHANGE_FLOOR`).
     end_with : {'nonnegative', 'psd'}, default='nonnegative'
         AP's last projection.
     solver : {'exact', 'eg'}, default='exact'

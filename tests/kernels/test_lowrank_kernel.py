@@ -171,6 +171,16 @@ def test_enn_matches_a_dense_enn_and_law_a_dense_law(route, monkeypatch):
     np.testing.assert_allclose(weights, ref, rtol=0, atol=1e-8)
 
 
+def test_enn_stops_once_its_change_is_below_what_can_be_measured():
+    """Without a tol ENN runs until the relative change reaches CHANGE_FLOOR (1e-7), not to the cap."""
+    C, _ = noisy_cooccurrence(3)
+    start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
+    rect, _, trace, n_iter = enn_rectify(start, 4, iterations=3000, tol=None, eig_tol=1e-12, l=25)
+    assert lowrank.CHANGE_FLOOR == 1e-7
+    assert n_iter < 3000 and trace.delta[-1] <= 1e-7 and min(trace.delta[:-1]) > 1e-7
+    assert rect.E.nnz > 0  # it was the change, not an empty correction, that stopped it
+
+
 def test_enn_within_a_memory_budget_too_small_for_its_eigensolve_names_the_figures():
     C, _ = noisy_cooccurrence(0)
     start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
