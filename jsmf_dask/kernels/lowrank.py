@@ -227,14 +227,17 @@ def nonnegativity_correction(Y: np.ndarray, checked: np.ndarray, *, total: float
     target = total - float(s @ s)
     r = target / n**2  # the shift without a correction; any correction only lowers it
     threshold = max(0.0, -r, -2.0 * shift_hint if shift_hint is not None else 0.0)
-    Yc = Y[checked].T
+    Yc = np.ascontiguousarray(Y[checked].T)
     is_checked = np.zeros(n, dtype=bool)
     is_checked[checked] = True
+    product = np.empty((min(chunk, n), checked.size))  # reused: a fresh chunk per step costs page faults
+    below = np.empty(product.shape, dtype=bool)
     while True:
         rows, cols, vals = [], [], []
         for r0 in range(0, n, chunk):
-            X = Y[r0 : r0 + chunk] @ Yc  # (chunk, l): entries (i, checked[j])
-            flat = np.flatnonzero(X < threshold)  # (5x faster than a 2-D nonzero)
+            m = min(chunk, n - r0)
+            X = np.matmul(Y[r0 : r0 + m], Yc, out=product[:m])  # (m, l): entries (i, checked[j])
+            flat = np.flatnonzero(np.less(X, threshold, out=below[:m]))  # (5x faster than a 2-D nonzero)
             i, j = np.divmod(flat, X.shape[1])
             # Entries with both ends checked appear twice (as (i, j) and (j, i)); keep i's copy only
             # when i is unchecked or i <= j, so each unordered pair is listed once.

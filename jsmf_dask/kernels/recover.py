@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jsmf_dask.kernels._simplex_loop import CAPPED, CONVERGED, FALLBACK, active_set_block
+
 __all__ = [
     "SOLVERS",
     "simplex_least_squares",
@@ -185,6 +187,8 @@ def recover_weights(
     norms2 : ndarray, shape (n,)
         ``‖C̄_i‖²``.
     solver : {'exact', 'eg'}, default='exact'
+        'exact': :func:`simplex_least_squares`, compiled over the block
+        (:mod:`jsmf_dask.kernels._simplex_loop`).
 
     Returns
     -------
@@ -194,9 +198,17 @@ def recover_weights(
         Words whose solver stopped at its iteration cap.
     """
     if solver == "exact":
-        solved = [simplex_least_squares(G, b, return_converged=True) for b in B]
-        Y = np.vstack([y for y, _ in solved]) if solved else np.zeros((0, G.shape[0]))
-        unconverged = sum(not ok for _, ok in solved)
+        G = np.ascontiguousarray(G, dtype=np.float64)
+        B = np.ascontiguousarray(B, dtype=np.float64)
+        k = G.shape[0]
+        Y = np.zeros((B.shape[0], k))
+        status = np.zeros(B.shape[0], dtype=np.int64)
+        if B.shape[0]:
+            active_set_block(G, B, 10 * k + 50, Y, status)
+        for i in np.flatnonzero(status == FALLBACK):  # (nearly) singular KKT systems: the least-squares version
+            Y[i], ok = simplex_least_squares(G, B[i], return_converged=True)
+            status[i] = CONVERGED if ok else CAPPED
+        unconverged = int((status == CAPPED).sum())
     elif solver == "eg":
         Y, converged = exponentiated_gradient(G, B, norms2=norms2, return_converged=True)
         unconverged = int((~converged).sum())

@@ -489,7 +489,7 @@ def _partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id_colu
             raise InputError("the baskets delimiter is empty; expected a separator such as ','")
         return baskets_partitions(inputs, delimiter=delimiter, block_size=block_size, encoding=encoding), None
     n_buckets = int(ratings_buckets(inputs))
-    (bucket_files,) = _progress.compute(partition_ratings(inputs, ratings_columns, scratch, n_buckets))
+    (bucket_files,) = _progress.compute(partition_ratings(inputs, ratings_columns, scratch, n_buckets, encoding))
     parts = []
     for b in range(n_buckets):
         files = tuple(f[b] for f in bucket_files if f[b])

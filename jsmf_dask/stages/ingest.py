@@ -103,15 +103,16 @@ class StagedPartition:
     hashes: list[np.ndarray] = field(default_factory=list)
 
 
-def _partition_ratings(item, columns: RatingsColumns, scratch: str, n_buckets: int) -> list[str]:
+def _partition_ratings(item, columns: RatingsColumns, scratch: str, n_buckets: int, encoding: str) -> list[str]:
     index, url = item
-    return partition_ratings_file(url, index, columns, scratch, n_buckets)
+    return partition_ratings_file(url, index, columns, scratch, n_buckets, encoding)
 
 
-def partition_ratings(inputs: list[str], columns: RatingsColumns, scratch: str, n_buckets: int) -> db.Bag:
+def partition_ratings(inputs: list[str], columns: RatingsColumns, scratch: str, n_buckets: int,
+                      encoding: str = "utf-8") -> db.Bag:
     """Pass 0 for ratings: a bag of bucket-file lists, one per input CSV (users hashed to buckets)."""
     return db.from_sequence(list(enumerate(inputs)), npartitions=max(1, len(inputs))).map(
-        _partition_ratings, columns, scratch, n_buckets
+        _partition_ratings, columns, scratch, n_buckets, encoding
     )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jsmf_dask.kernels.anchors import greedy_anchors
 from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
@@ -67,6 +69,33 @@ def test_simplex_least_squares_satisfies_kkt():
         # stationary on the free set, no descent direction into the bound set
         assert np.ptp(grad[free]) < 1e-9 * np.abs(grad).max()
         assert np.all(grad[~free] >= grad[free].min() - 1e-9 * np.abs(grad).max())
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 25), repeated=st.booleans())
+def test_compiled_active_set_equals_the_python_one(seed, k, repeated):
+    """recover_weights' compiled loop is simplex_least_squares step for step (1e-12), including the (nearly)
+    singular KKT systems of repeated anchor rows, which it hands to the Python version."""
+    rng = np.random.default_rng(seed)
+    S = rng.random((k, 30))
+    if repeated and k > 2:
+        S[k - 1] = S[0]
+    W = rng.dirichlet(np.full(k, 0.3), 60) @ S + 0.05 * rng.random((60, 30))
+    G, B = S @ S.T, W @ S.T
+    Y, objective, unconverged = recover_weights(G, B, np.einsum("ij,ij->i", W, W))
+    solved = [simplex_least_squares(G, b, return_converged=True) for b in B]
+    ref = np.vstack([y for y, _ in solved])
+    if repeated and k > 2:  # two equal anchor rows: the weight may sit on either (a rounding tie); same optimum
+        ref_objective = np.einsum("ij,jk,ik->i", ref, G, ref) - 2 * np.einsum("ij,ij->i", ref, B)
+        ours = np.einsum("ij,jk,ik->i", Y, G, Y) - 2 * np.einsum("ij,ij->i", Y, B)
+        np.testing.assert_allclose(ours, ref_objective, rtol=1e-12, atol=1e-12 * np.abs(ref_objective).max())
+        np.testing.assert_allclose(np.delete(Y, [0, k - 1], axis=1), np.delete(ref, [0, k - 1], axis=1),
+                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(Y[:, 0] + Y[:, k - 1], ref[:, 0] + ref[:, k - 1], rtol=0, atol=1e-12)
+    else:
+        np.testing.assert_allclose(Y, ref, rtol=0, atol=1e-12)
+    assert unconverged == sum(not ok for _, ok in solved) == 0
+    assert np.allclose(Y.sum(axis=1), 1) and Y.min() >= 0
 
 
 def test_every_solver_within_one_percent_of_exact_on_real_rows(reuters_cbar):

@@ -201,6 +201,18 @@ def test_other_encodings_are_read_when_named(tmp_path):
     assert {"café", "crème", "brûlée", "noir"} <= words
 
 
+def test_ratings_in_another_encoding_are_refused_unless_named(tmp_path):
+    from jsmf_dask.exceptions import InputError
+
+    path = tmp_path / "ratings.csv"
+    path.write_bytes("user,item,rating\nu1,café,4\nu1,crème,5\nu2,café,3\nu2,crème,2\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"ratings\.csv: after line 1: not valid utf-8 text .* pass --encoding"):
+        ingest(tmp_path / "bad", [str(path)], format="ratings", min_doc_words=1)
+    ingest(tmp_path / "run", [str(path)], format="ratings", min_doc_words=1, encoding="latin-1")
+    words = set(read_vocabulary(str(tmp_path / "run" / "corpus")).column("word").to_pylist())
+    assert words == {"café", "crème"}
+
+
 def test_a_directory_of_uci_files_is_read_as_uci(tmp_path):
     import shutil
 

@@ -34,9 +34,9 @@ class RatingsColumns:
 
 
 def partition_ratings_file(
-    url: str, file_index: int, columns: RatingsColumns, scratch: str, n_buckets: int
+    url: str, file_index: int, columns: RatingsColumns, scratch: str, n_buckets: int, encoding: str = "utf-8"
 ) -> list[str]:
-    """Stream one ratings CSV into ``n_buckets`` Parquet buckets by hash of the user.
+    """Stream one ratings CSV (text in ``encoding``) into ``n_buckets`` Parquet buckets by hash of the user.
 
     Each row becomes ``(user, item, copies = round(2 × rating), file, line)``;
     rows worth 0 copies are kept (and counted as ignored later). Returns the
@@ -56,7 +56,7 @@ def partition_ratings_file(
         with fs.open(path, "rb", compression="infer") as f:
             reader = pacsv.open_csv(
                 f,
-                read_options=pacsv.ReadOptions(use_threads=False),
+                read_options=pacsv.ReadOptions(use_threads=False, encoding=encoding),
                 convert_options=pacsv.ConvertOptions(strings_can_be_null=False),
             )
             names = reader.schema.names
@@ -107,6 +107,9 @@ def partition_ratings_file(
                     writers[b].write_table(table.filter(pa.array(bucket == b)))
                 start += batch.num_rows
     except pa.ArrowInvalid as err:
+        if "utf8" in str(err).lower():
+            raise InputError(f"{url}: after line {start + 1}: not valid {encoding} text ({err}); pass --encoding "
+                             "(e.g. latin-1) if the file is in another encoding") from err
         raise InputError(f"{url}: after line {start + 1}: not valid CSV: {err}") from err
     finally:
         for w in writers.values():
