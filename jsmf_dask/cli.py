@@ -193,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=_positive_int, metavar="R",
                    help="write the compressed store instead: the top R eigenpairs of C computed by passes over "
                    "the corpus, no N x N array (for large vocabularies; fit it with --rectifier enn and any "
-                   "--topics up to R; no D2, no --update)")
+                   "--topics up to R; no D2, no --update). Without --rank the store is dense unless its C "
+                   "(and D2) would exceed jsmf.cooccur.dense-max-bytes (16 GiB): then compressed, rank 100")
     p.add_argument("--eig-tol", type=_positive_float, default=1e-6, metavar="T",
                    help="with --rank: relative residual asked of the eigenpairs (default: 1e-6)")
     _add_cluster_options(p)

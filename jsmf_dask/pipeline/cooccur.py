@@ -76,6 +76,7 @@ class CooccurrenceSummary:
     rank: int | None = None
     eig_residual: float | None = None
     n_passes: int | None = None
+    reason: str | None = None  # why the compressed store was written when no rank was asked for
 
     def lines(self) -> list[str]:
         skipped = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in self.n_docs_skipped.items()) or "none"
@@ -87,6 +88,7 @@ class CooccurrenceSummary:
             f"documents skipped: {skipped}",
             *([f"documents held out: {self.n_docs_heldout} (doc_id hash below {self.heldout_fraction})"]
               if self.heldout_fraction else []),
+            *([self.reason] if self.reason else []),
             f"written to {self.path}",
         ]
 
@@ -139,6 +141,11 @@ def cooccur(
         corpus (:mod:`jsmf_dask.stages.compressed`). Memory O(N·rank); fits
         with ``rectifier='enn'`` and any K up to ``rank``. No ``D2``: coherence
         is then counted from the corpus by ``evaluate``. Not updatable.
+        Without it the store is dense, unless the dense arrays (``8·N²``
+        bytes for ``C``, twice with ``D2``) would exceed
+        ``jsmf.cooccur.dense-max-bytes`` (16 GiB, N ≈ 32k with D2): then the
+        compressed store of rank ``jsmf.cooccur.rank`` (100) is written and
+        the summary says why.
     eig_tol : float, default=1e-6
         Compressed store: the relative residual ``max_j ‖C v_j − λ_j v_j‖ / |λ_1|``
         asked of the eigenpairs (recorded, with the passes taken).
@@ -201,11 +208,22 @@ def cooccur(
         blocks = _uncounted_blocks(old, blocks, words, corpus)
         tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
         base = (old.url, float(old.attrs["entry_sum"]))
+    reason = None
+    if rank is None and not update:
+        dense_bytes = 8 * n_words * n_words * (2 if codoc else 1)
+        limit = int(config.get("cooccur.dense-max-bytes"))
+        if dense_bytes > limit:
+            rank = min(int(config.get("cooccur.rank")), n_words - 1)
+            reason = (f"compressed store written: the dense C{' and D2' if codoc else ''} of {n_words} words would "
+                      f"take {dense_bytes / 2**30:.1f} GiB, above jsmf.cooccur.dense-max-bytes "
+                      f"({limit / 2**30:.1f} GiB); rank {rank} (jsmf.cooccur.rank; --rank to choose)")
     if rank is not None:
         if rank >= n_words:
             raise InvalidParameterError(f"The 'rank' parameter of {owner} must be below the {n_words} words of the "
                                         f"vocabulary. Got {rank} instead.")
-        return _compressed(root, blocks, words, heldout, rank, eig_tol, tile_size, overwrite, on_pass)
+        summary = _compressed(root, blocks, words, heldout, rank, eig_tol, tile_size, overwrite, on_pass)
+        summary.reason = reason
+        return summary
     edges = word_block_edges(n_words, tile_size)
     with staged_output(cooc_path(root), overwrite=overwrite or update) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)

@@ -209,3 +209,26 @@ def test_report_works_from_a_compressed_store(semisynthetic):
     assert "ENN (ε-non-negative rectification) trace" in html
     assert (base / "compressed" / "report" / "anchor-hull.png").stat().st_size > 0
     assert out is not None
+
+
+def test_cooccur_writes_the_compressed_store_where_the_dense_one_would_be_too_large(semisynthetic, tmp_path):
+    """No rank given: dense where 8N² (×2 with D2) fits jsmf.cooccur.dense-max-bytes, else compressed of rank
+    jsmf.cooccur.rank, the reason in the summary; the same eigenpairs as asking for that rank."""
+    import shutil
+
+    base, _ = semisynthetic
+    root = tmp_path / "auto"
+    shutil.copytree(base / "dense" / "corpus", root / "corpus")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False,
+                          "jsmf.cooccur.dense-max-bytes": 8 * 400 * 400 * 2 - 1, "jsmf.cooccur.rank": 8}):
+        summary = cooccur(root, eig_tol=1e-10)
+        assert summary.rank == 8 and open_cooccurrence(f"{root}/cooc.zarr").compressed
+        assert any("dense C and D2 of 400 words would take 0.0 GiB, above jsmf.cooccur.dense-max-bytes" in line
+                   and "rank 8" in line for line in summary.lines())
+        values, _ = open_cooccurrence(f"{root}/cooc.zarr").eigenpairs(8)
+        asked, _ = open_cooccurrence(f"{base}/compressed/cooc.zarr").eigenpairs(8)
+        np.testing.assert_allclose(values, asked, rtol=1e-8)
+        # without D2 the dense C alone fits: dense
+        dense = cooccur(root, codoc=False, overwrite=True)
+        assert dense.rank is None and dense.reason is None
+        assert not open_cooccurrence(f"{root}/cooc.zarr").compressed
