@@ -9,7 +9,6 @@ compressed store or a dense one) without any N×N array.
 from __future__ import annotations
 
 import dataclasses
-
 import datetime as _dt
 import os
 import uuid
@@ -24,8 +23,8 @@ import scipy.sparse as sps
 import zarr
 
 from jsmf_dask import _progress, config
-from jsmf_dask.cluster import pending_worker_memory
 from jsmf_dask._validation import check_int, check_option
+from jsmf_dask.cluster import pending_worker_memory
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output, write_file
 from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, open_model, topics_path
