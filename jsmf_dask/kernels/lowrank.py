@@ -172,6 +172,10 @@ def enn_min_memory(n_words: int, n_topics: int, dim: int | None = None) -> int:
     return 8 * n_words * (3 * n_topics + b + 3 * dim) + _check_bytes(n_words, n_topics) + (32 << 20)
 
 
+#: Bytes per non-zero of the correction ``E`` at its peak: the candidates' COO triplets and the CSR copy.
+CORRECTION_BYTES = 40
+
+
 def _check_bytes(n_words: int, n_topics: int) -> int:
     return 8 * min(CHECK_CHUNK, n_words) * checked_rows(n_topics, n_words)
 
@@ -396,7 +400,8 @@ def enn_rectify(
         otherwise a warm iterative solve (:func:`enn_memory`). When that does
         not fit ``max_bytes``, the exact solve takes whatever basis the budget
         allows, and beyond it an :class:`~jsmf_dask.exceptions.InsufficientMemoryError`
-        names the figures.
+        names the figures; so does a correction whose non-zeros
+        (:data:`CORRECTION_BYTES` each) do not fit.
     on_cycle : callable, optional
         ``(cycle, iterations, relative change, seconds)`` after each cycle.
 
@@ -427,6 +432,13 @@ def enn_rectify(
         if t > 0 and E.nnz == 0:  # nothing negative left where checked: PSD, NOR and NN hold together
             final = (E, r)
             break
+        if max_bytes is not None and CORRECTION_BYTES * E.nnz + enn_min_memory(n, k) > max_bytes:
+            raise InsufficientMemoryError(
+                f"ENN cycle {t + 1}: the correction has {E.nnz} non-zeros (about "
+                f"{CORRECTION_BYTES * E.nnz / 2**30:.2f} GiB while it is built, on top of "
+                f"{enn_min_memory(n, k) / 2**30:.2f} GiB for N = {n}, K = {k}), more than the "
+                f"{max_bytes / 2**30:.2f} GiB the task may use; give the workers more memory"
+            )
         op = LowRankCooccurrence(Y, E, r)
         eig = range_eigenpairs(op, k, max_dim=max_dim)
         if eig is None:

@@ -184,8 +184,16 @@ def test_enn_stops_once_its_change_is_below_what_can_be_measured():
 def test_enn_within_a_memory_budget_too_small_for_its_eigensolve_names_the_figures():
     C, _ = noisy_cooccurrence(0)
     start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
-    with pytest.raises(InsufficientMemoryError, match=r"ENN cycle 1: the correction touches \d+ words.* GiB"):
+    n = C.shape[0]
+    # too little for the correction itself
+    with pytest.raises(InsufficientMemoryError, match=r"ENN cycle 1: the correction has \d+ non-zeros .* GiB"):
         enn_rectify(start, 4, iterations=3, tol=None, l=25, max_bytes=1)
+    # the correction (332 non-zeros on 39 words in cycle 1) fits, but neither the iterative eigensolve nor an
+    # exact one on a basis of K + 1 + 39 > 40 columns does
+    budget = lowrank.enn_min_memory(n, 4, 0) + 24 * n * 40
+    assert lowrank._exact_dim_cap(n, 4, budget) == 40 and lowrank.enn_memory(n, 4) > budget
+    with pytest.raises(InsufficientMemoryError, match=r"ENN cycle 1: the correction touches 39 words.* GiB"):
+        enn_rectify(start, 4, iterations=3, tol=None, l=25, max_bytes=budget)
     # a budget that holds the iterative solve runs it
     rect, *_ = enn_rectify(start, 4, iterations=3, tol=None, l=25, max_bytes=lowrank.enn_memory(C.shape[0], 4))
     assert rect.E.nnz > 0
