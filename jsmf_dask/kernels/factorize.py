@@ -176,16 +176,23 @@ def recover(C: np.ndarray, anchors: np.ndarray, *, solver: str = "exact") -> Rec
     Cbar = C / np.where(p > 0, p, 1.0)[:, None]
     Cbar_S = Cbar[anchors]
     G = Cbar_S @ Cbar_S.T
-    weights, objective, unconverged = recover_weights(G, Cbar @ Cbar_S.T, np.einsum("ij,ij->i", Cbar, Cbar),
-                                                      solver=solver)
+    solved = recover_weights(G, Cbar @ Cbar_S.T, np.einsum("ij,ij->i", Cbar, Cbar), solver=solver)
+    return _recovered(solved, anchors, p, solver, C[np.ix_(anchors, anchors)], lambda M: M @ C)
+
+
+def _recovered(solved, anchors: np.ndarray, p: np.ndarray, solver: str, C_SS: np.ndarray, left_multiply
+               ) -> Recovered:
+    """The common end of both recoveries: anchors fixed to their own topic, B by Bayes' rule, A and the
+    least-squares A (``left_multiply(M)`` is ``M @ C``)."""
+    weights, objective, unconverged = solved
     if unconverged:
         warnings.warn(f"recover: the {solver!r} solver stopped at its iteration cap for {unconverged} of "
-                      f"{len(p)} words", ConvergenceWarning, stacklevel=2)
+                      f"{len(p)} words", ConvergenceWarning, stacklevel=3)
     weights[anchors] = np.eye(len(anchors))
     objective[anchors] = 0.0
     B = topic_word(weights, p)
-    A, legality = topic_topic(C[np.ix_(anchors, anchors)], B, anchors)
-    A_ls = least_squares_topic_topic(np.linalg.pinv(B) @ C, B)
+    A, legality = topic_topic(C_SS, B, anchors)
+    A_ls = least_squares_topic_topic(left_multiply(np.linalg.pinv(B)), B)
     return Recovered(B, A, A_ls, weights, objective, legality)
 
 
@@ -206,13 +213,5 @@ def recover_low_rank(C: LowRankCooccurrence, Z: np.ndarray, p: np.ndarray, ancho
     Recovered
     """
     anchors = np.asarray(anchors)
-    weights, objective, unconverged = law_weights(Z, Z[:, anchors], solver=solver)
-    if unconverged:
-        warnings.warn(f"recover: the {solver!r} solver stopped at its iteration cap for {unconverged} of "
-                      f"{len(p)} words", ConvergenceWarning, stacklevel=2)
-    weights[anchors] = np.eye(len(anchors))
-    objective[anchors] = 0.0
-    B = topic_word(weights, p)
-    A, legality = topic_topic(C.rows(anchors)[:, anchors], B, anchors)
-    A_ls = least_squares_topic_topic(C.rmatmat(np.linalg.pinv(B)), B)
-    return Recovered(B, A, A_ls, weights, objective, legality)
+    solved = law_weights(Z, Z[:, anchors], solver=solver)
+    return _recovered(solved, anchors, p, solver, C.rows(anchors)[:, anchors], C.rmatmat)
