@@ -11,6 +11,8 @@ drivers on one scheduler never see each other's progress.
 from __future__ import annotations
 
 import contextlib
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,7 +25,9 @@ from jsmf_dask import config
 __all__ = ["compute", "active_client", "report", "listen", "data_in_graph"]
 
 _TOPIC = "jsmf-progress"
-_local_listeners: dict[str, Callable[[dict], None]] = {}
+_listeners: dict[str, Callable[[dict], None]] = {}  # channel -> callback, in this process
+_subscriptions: dict[int, int] = {}  # id(client) -> channels listening through it (one topic handler each)
+_lock = threading.Lock()
 
 
 def active_client():
@@ -51,8 +55,8 @@ def compute(*collections: Any) -> tuple[Any, ...]:
 
     On a distributed client the bar is :func:`distributed.progress`; otherwise
     :class:`dask.diagnostics.ProgressBar`, and the graphs run on the scheduler
-    ``dask.config`` names, else on threads. Exceptions raised in tasks
-    propagate unchanged.
+    ``dask.config`` names, else on threads. Either bar is drawn on stderr, so
+    stdout carries results only. Exceptions raised in tasks propagate unchanged.
     """
     show = bool(config.get("progress"))
     client = active_client()
@@ -61,13 +65,15 @@ def compute(*collections: Any) -> tuple[Any, ...]:
         if show:
             from distributed import progress
 
-            progress(futures, notebook=False)
+            # distributed's text bar writes to sys.stdout; it blocks until the futures finish
+            with contextlib.redirect_stdout(sys.stderr):
+                progress(futures, notebook=False)
         return tuple(client.gather(futures))
     # Without a client, bags default to processes and delayed to threads, and dask refuses to mix
     # them; one explicit scheduler (threads unless dask.config names another) runs every stage.
     scheduler = dask.config.get("scheduler", None) or "threads"
     if show:
-        with ProgressBar(minimum=1.0):
+        with ProgressBar(minimum=1.0, out=sys.stderr):
             return dask.compute(*collections, scheduler=scheduler)
     return dask.compute(*collections, scheduler=scheduler)
 
@@ -79,31 +85,46 @@ def report(channel: str, message: dict) -> None:
 
         worker = get_worker()
     except (ImportError, ValueError):  # not in a distributed worker: the driver's own process
-        listener = _local_listeners.get(channel)
+        listener = _listeners.get(channel)
         if listener is not None:
             listener(message)
         return
     worker.log_event(_TOPIC, {"channel": channel, **message})
 
 
+def _dispatch(event) -> None:
+    """The client's one handler of the progress topic: each message to its channel's listener."""
+    _, message = event
+    listener = _listeners.get(message.get("channel"))
+    if listener is not None:
+        listener({k: v for k, v in message.items() if k != "channel"})
+
+
 @contextlib.contextmanager
 def listen(channel: str, callback: Callable[[dict], None]) -> Iterator[None]:
-    """Call ``callback(message)`` for every :func:`report` on ``channel`` while the block runs."""
-    client = active_client()
-    _local_listeners[channel] = callback
-    if client is not None:
-        def handler(event) -> None:
-            _, message = event
-            if message.get("channel") == channel:
-                callback({k: v for k, v in message.items() if k != "channel"})
+    """Call ``callback(message)`` for every :func:`report` on ``channel`` while the block runs.
 
-        client.subscribe_topic(_TOPIC, handler)
+    Several channels may listen at once through one client (concurrent fits
+    from one driver): the client subscribes to the topic once and drops the
+    subscription when its last channel stops listening.
+    """
+    client = active_client()
+    with _lock:
+        _listeners[channel] = callback
+        if client is not None:
+            _subscriptions[id(client)] = _subscriptions.get(id(client), 0) + 1
+            if _subscriptions[id(client)] == 1:
+                client.subscribe_topic(_TOPIC, _dispatch)
     try:
         yield
     finally:
-        _local_listeners.pop(channel, None)
-        if client is not None:
-            client.unsubscribe_topic(_TOPIC)
+        with _lock:
+            _listeners.pop(channel, None)
+            if client is not None:
+                _subscriptions[id(client)] -= 1
+                if _subscriptions[id(client)] == 0:
+                    del _subscriptions[id(client)]
+                    client.unsubscribe_topic(_TOPIC)
 
 
 @contextlib.contextmanager

@@ -37,8 +37,8 @@ class _DropComputeFailed(logging.Filter):
         return not str(record.msg).startswith("Compute Failed")
 
 
-def _quiet_task_failures() -> None:
-    """Install :class:`_DropComputeFailed` on this process's worker logger (run in each LocalCluster worker)."""
+def quiet_task_failures() -> None:
+    """Install :class:`_DropComputeFailed` on this process's worker logger (each LocalCluster worker's setup)."""
     logger = logging.getLogger("distributed.worker")
     if not any(isinstance(f, _DropComputeFailed) for f in logger.filters):
         logger.addFilter(_DropComputeFailed())
@@ -197,7 +197,9 @@ class _LocalClusterOnDemand:
             ))
         client = self._stack.enter_context(Client(cluster))
         if logging.getLogger("distributed").getEffectiveLevel() > logging.INFO:
-            client.run(_quiet_task_failures)
+            from jsmf_dask._worker_plugins import QuietTaskFailures
+
+            client.register_plugin(QuietTaskFailures())  # a plugin: restarted workers get it too
         if self.on_dashboard is not None:
             self.on_dashboard(client.dashboard_link)
         self._client = client

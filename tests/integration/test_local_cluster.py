@@ -94,9 +94,37 @@ def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
         np.testing.assert_allclose(m.arrays["A"], m0.arrays["A"], rtol=0, atol=1e-10)
 
 
+def _drops_compute_failed() -> bool:
+    import logging
+
+    from jsmf_dask.cluster import _DropComputeFailed
+
+    return any(isinstance(f, _DropComputeFailed) for f in logging.getLogger("distributed.worker").filters)
+
+
+@pytest.mark.slow
+def test_workers_restarted_by_their_nanny_stay_quiet_about_failed_tasks():
+    """The "Compute Failed" filter is a worker plugin: a worker restarted later installs it too."""
+    import logging
+
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # what the CLI sets without -v
+    try:
+        with connect(n_workers=1, dashboard=False) as client:
+            assert all(client.run(_drops_compute_failed).values())
+            client.restart()
+            assert len(client.scheduler_info()["workers"]) == 1
+            assert all(client.run(_drops_compute_failed).values())
+    finally:
+        logger.setLevel(level)
+
+
 @pytest.mark.slow
 def test_cli_prints_only_its_own_lines(tmp_path):
-    """No distributed logging, no worker tracebacks, no shutdown noise: on success and on an error inside a task."""
+    """No distributed logging, no worker tracebacks, no shutdown noise: on success and on an error inside a task.
+
+    Progress bars go to stderr: stdout holds the command's results only (``jsmf fit ... > topics.txt``)."""
     env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
     cmd = [sys.executable, "-m", "jsmf_dask.cli"]
     root = str(tmp_path / "run")
@@ -104,6 +132,7 @@ def test_cli_prints_only_its_own_lines(tmp_path):
                         text=True, env=env, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert " INFO " not in ok.stderr and "Traceback" not in ok.stderr and "WARNING" not in ok.stderr
+    assert "Completed" not in ok.stdout and "% Completed" in ok.stderr  # dask's bar, on stderr
     quiet = subprocess.run(cmd + ["cooccur", root, "--workers", "2", "--quiet"], capture_output=True, text=True,
                            env=env, timeout=300)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr  # --quiet: results only
@@ -111,6 +140,7 @@ def test_cli_prints_only_its_own_lines(tmp_path):
                             capture_output=True, text=True, env=env, timeout=300)
     assert fitted.returncode == 0, fitted.stderr
     assert " INFO " not in fitted.stderr and "Traceback" not in fitted.stderr
+    assert "Completed" not in fitted.stdout and "cycle" not in fitted.stdout
     assert "fit: AP cycle 20/20" in fitted.stderr  # progress per cycle from inside the worker's task
     # malformed input found inside a task (pass 1 reads the docword file in a worker)
     bad = tmp_path / "docword.bad.txt"
