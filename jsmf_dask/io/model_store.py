@@ -2,10 +2,12 @@
 
 Arrays: ``anchors`` (K int64), ``B`` (N×K, columns sum to 1), ``A`` (K×K,
 sums to 1), ``A_least_squares`` (the Baseline's A, labelled), ``weights``
-(p(z|w), N×K), ``p_word`` (N), ``Y`` and ``eigenvalues`` (the top-K
-eigenpairs of the rectified C), ``C_rect`` (the rectified C, tiled like
-``cooc.zarr``), ``trace/*`` (the rectification trace, one value per
-iteration). Attrs: every parameter, the library versions, the provenance of
+(p(z|w), N×K), ``p_word`` (N), the rectified C: for AP and ENN models in
+low-rank form, ``Y diag(max(eigenvalues, 0)) Yᵀ + E + shift`` (``Y``,
+``eigenvalues``, E's upper triangle in ``correction/*``, ``attrs["low_rank"]``),
+for the Baseline and DC dense as ``C_rect`` (tiled like ``cooc.zarr``, with
+``Y`` and ``eigenvalues`` its top-K eigenpairs); ``trace/*`` (the
+rectification trace, one value per iteration). Attrs: every parameter, the library versions, the provenance of
 the co-occurrence store and derived figures.
 """
 
@@ -23,6 +25,7 @@ from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import check_committed, get_fs, join
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.kernels.lowrank import symmetric_from_upper
 
 __all__ = ["low_rank_rectified", "model_path", "topics_path", "ensure_model_group", "create_model", "write_array", "FittedModel", "open_model", "list_models"]
 
@@ -73,9 +76,12 @@ class FittedModel:
     trace: dict[str, np.ndarray]
     group: zarr.Group
 
-    @property
-    def C_rect(self) -> zarr.Array:
-        return self.group["C_rect"]
+    def rectified_C(self) -> np.ndarray:
+        """The rectified C as a dense N×N array, whichever form the store keeps (loads N² floats: small N only)."""
+        if "C_rect" in self.group:
+            return self.group["C_rect"][...]
+        U, s, E = low_rank_rectified(self)
+        return (U * s) @ U.T + E.toarray()
 
 
 def open_model(root: str, name: str) -> FittedModel:
@@ -113,17 +119,14 @@ def list_models(root: str) -> list[str]:
 
 
 def low_rank_rectified(model: FittedModel) -> tuple[np.ndarray, np.ndarray, sps.csr_array]:
-    """An ENN model's rectified C as ``(U, s, E)`` with ``C = U diag(s) Uᵀ + E``: ``U = [Y, 1]``,
+    """An AP or ENN model's rectified C as ``(U, s, E)`` with ``C = U diag(s) Uᵀ + E``: ``U = [Y, 1]``,
     ``s = [max(eigenvalues, 0), shift]`` and ``E`` rebuilt symmetric from its stored upper triangle."""
     if "correction" not in model.group:
-        raise StoreError(f"{model.url}: no low-rank rectified C (not an ENN model)")
+        raise StoreError(f"{model.url}: no low-rank rectified C (a Baseline or DC model: see C_rect)")
     Y, values = model.arrays["Y"], model.arrays["eigenvalues"]
     n = Y.shape[0]
     g = model.group["correction"]
-    rows, cols, vals = g["rows"][:], g["cols"][:], g["values"][:]
-    off = rows != cols
-    E = sps.coo_array((np.concatenate([vals, vals[off]]), (np.concatenate([rows, cols[off]]),
-                                                            np.concatenate([cols, rows[off]]))), shape=(n, n)).tocsr()
+    E = symmetric_from_upper(g["rows"][:], g["cols"][:], g["values"][:], n)
     U = np.hstack([Y, np.ones((n, 1))])
     s = np.append(np.maximum(values, 0.0), float(model.attrs["low_rank"]["shift"]))
     return U, s, E

@@ -173,13 +173,16 @@ MODEL_LAYOUT: dict[str, Any] = {
         "weights": {"dtype": "float64", "shape": ["N", "K"], "meaning": "p(topic | word)"},
         "objective": {"dtype": "float64", "shape": ["N"], "meaning": "per-word squared residual of recovery"},
         "p_word": {"dtype": "float64", "shape": ["N"], "meaning": "row sums of the rectified C"},
-        "Y": {"dtype": "float64", "shape": ["N", "K"], "meaning": "top-K eigenvectors of the rectified C"},
-        "eigenvalues": {"dtype": "float64", "shape": ["K"], "meaning": "top-K eigenvalues of the rectified C"},
+        "Y": {"dtype": "float64", "shape": ["N", "K"],
+              "meaning": "AP and ENN: the eigenvectors of the rectified C's low-rank factor; DC and none: the top-K "
+                         "eigenvectors of C_rect"},
+        "eigenvalues": {"dtype": "float64", "shape": ["K"], "meaning": "the eigenvalues that go with Y"},
         "C_rect": {"dtype": "float64", "shape": ["N", "N"], "chunks": ["tile", "tile"],
-                   "meaning": "the rectified C (sums to 1); AP, DC and none models only"},
+                   "meaning": "the rectified C (sums to 1), dense: DC and none (Baseline) models only"},
         "correction/rows, correction/cols, correction/values": {
             "dtype": "int64, int64, float64", "shape": ["nnz"],
-            "meaning": "ENN models (no C_rect): the upper triangle of the sparse non-negativity correction E; "
+            "meaning": "AP and ENN models (no C_rect): the upper triangle of the sparse part E of the rectified C "
+                       "(ENN: its non-negativity correction; AP: what its last clip added, max(-L, 0)); "
                        "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + attrs.low_rank.shift"},
         "trace/<key>": {"dtype": "float64", "shape": ["iterations"],
                         "meaning": "AP trace: delta, dist_psd, dist_normalized, dist_nonnegative, "
@@ -199,6 +202,7 @@ MODEL_LAYOUT: dict[str, Any] = {
         "cooccurrence": "object: n_docs, n_tokens, entry_sum, corpus_manifest of the cooc store",
         "heldout_fraction": "float: the documents held out of training (see cooc.zarr); evaluate scores "
                             "held-out perplexity only on fractions up to this",
+        "low_rank": "AP and ENN models: {shift, correction_nnz, correction_sum, form} of the low-rank rectified C",
         "source": "refined models: {name, rectifier} of the model refinement started from",
         "training": "refined models: {n_docs, n_tokens} trained on",
         "bound_per_word": "refined models: the final evidence lower bound per training token",

@@ -18,6 +18,7 @@ from jsmf_dask.kernels.anchors import greedy_anchors
 from jsmf_dask.kernels.rectify import (
     DenseAP,
     Eigenpairs,
+    LowRankIterate,
     alternating_projection,
     diagonal_completion,
     top_eigenpairs,
@@ -47,12 +48,20 @@ class Rectified:
     trace : dict of str to ndarray
         AP's per-iteration diagnostics (empty for DC and none).
     n_iter : int
+    iterate : LowRankIterate or None
+        AP only: the last iterate in factored form, so that ``C = iterate / scale``
+        (``max(YΛYᵀ + c, 0)``, or ``YΛ⁺Yᵀ`` after a last PSD step): what the
+        model store keeps instead of the N×N array.
+    scale : float
+        The sum ``C`` was divided by.
     """
 
     C: np.ndarray
     eig: Eigenpairs
     trace: dict[str, np.ndarray] = field(default_factory=dict)
     n_iter: int = 0
+    iterate: LowRankIterate | None = None
+    scale: float = 1.0
 
 
 def rectify(
@@ -100,13 +109,14 @@ def rectify(
             on_cycle=on_cycle,
         )
         if end_with == "psd":
-            Y, lam = eig.vectors, np.maximum(eig.values, 0.0)
-            out = (Y * lam) @ Y.T
+            iterate = LowRankIterate(eig.vectors, np.maximum(eig.values, 0.0), 0.0, clip=False)
+            out = iterate.block(slice(0, n), slice(0, n))
         else:
             out = op.dense(iterate)
         del op  # drops AP's second buffer before the caller goes on
-        out /= out.sum()
-        return Rectified(out, eig, trace.as_arrays(), n_iter)
+        scale = float(out.sum())
+        out /= scale
+        return Rectified(out, eig, trace.as_arrays(), n_iter, iterate, scale)
     if rectifier == "dc":
         out = diagonal_completion(C, n_topics, permutations=dc_permutations, rng=rng)
     elif rectifier == "none":

@@ -44,7 +44,7 @@ import scipy.sparse as sps
 
 from jsmf_dask.exceptions import InsufficientMemoryError
 from jsmf_dask.kernels.anchors import greedy_anchors
-from jsmf_dask.kernels.rectify import Eigenpairs, block_size, top_eigenpairs
+from jsmf_dask.kernels.rectify import Eigenpairs, LowRankIterate, block_size, top_eigenpairs
 from jsmf_dask.kernels.recover import recover_weights
 
 __all__ = [
@@ -54,6 +54,10 @@ __all__ = [
     "enn_memory",
     "enn_min_memory",
     "factor",
+    "clipped_entries",
+    "row_sums",
+    "symmetric_from_upper",
+    "from_iterate",
     "nonnegativity_correction",
     "range_eigenpairs",
     "enn_rectify",
@@ -99,8 +103,9 @@ class LowRankCooccurrence:
         return out
 
     def row_sums(self) -> np.ndarray:
-        """``C 1``."""
-        return self.Y @ self.Y.sum(axis=0) + np.asarray(self.E.sum(axis=1)).ravel() + self.r * self.n_words
+        """``C 1``, zero where it is below its rounding error (:func:`row_sums`)."""
+        n, k = self.Y.shape
+        return row_sums(np.column_stack([self.Y, np.ones(n)]), np.append(np.ones(k), self.r), self.E)
 
     def total(self) -> float:
         """``1ᵀ C 1``."""
@@ -111,6 +116,33 @@ class LowRankCooccurrence:
         """Rows ``index`` of ``C`` (dense, len(index) × N)."""
         index = np.asarray(index)
         return self.Y[index] @ self.Y.T + self.E[index].toarray() + self.r
+
+    def row_norms2(self) -> np.ndarray:
+        """``‖C_i‖²`` of every row, exactly in O(N·K² + nnz(E)·K).
+
+        With ``a_ij = Y_i·Y_j + r``: ``Σ_j a_ij² = Y_i (YᵀY) Y_iᵀ + 2r Y_i·(Yᵀ1) + r²N``,
+        plus ``Σ_j (2 a_ij + E_ij) E_ij`` over the non-zeros of ``E``.
+        """
+        Y, n = self.Y, self.n_words
+        dense = np.einsum("ik,ik->i", Y @ (Y.T @ Y), Y) + 2 * self.r * (Y @ Y.sum(axis=0)) + self.r**2 * n
+        E = self.E.tocoo()
+        a = np.einsum("ik,ik->i", Y[E.row], Y[E.col]) + self.r
+        return dense + np.bincount(E.row, weights=(2 * a + E.data) * E.data, minlength=n)
+
+
+def row_sums(U: np.ndarray, s: np.ndarray, E: sps.csr_array | None) -> np.ndarray:
+    """Row sums of ``C = U diag(s) Uᵀ + E``, set to 0 where they are within their rounding error.
+
+    A row that a clip zeroed (``L_ij + max(−L_ij, 0)`` for every ``j``: an AP
+    iterate's word that co-occurs with nothing) sums to ±1e-19 instead of 0,
+    and dividing by that would blow the row up. The bound is the usual one for
+    a sum of products, ``N·ε·(|U_i| |s| |U|ᵀ1 + |E_i|1)``, in O(N·q).
+    """
+    n = U.shape[0]
+    Ea = np.zeros(n) if E is None else np.asarray(abs(E).sum(axis=1)).ravel()
+    p = U @ (s * U.sum(axis=0)) + (0.0 if E is None else np.asarray(E.sum(axis=1)).ravel())
+    bound = 4 * n * np.finfo(float).eps * (np.abs(U) @ (np.abs(s) * np.abs(U).sum(axis=0)) + Ea)
+    return np.where(np.abs(p) > bound, p, 0.0)
 
 
 @dataclass
@@ -195,6 +227,59 @@ def factor(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     return vectors * np.sqrt(np.maximum(values, 0.0))
 
 
+def clipped_entries(iterate: LowRankIterate, rows: tuple[int, int] | None = None, *,
+                    chunk: int = CHECK_CHUNK) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries ``i ≤ j`` of ``max(−L, 0)``, ``L = Y diag(λ) Yᵀ + c``, that are non-zero: ``(i, j, value)``.
+
+    An AP iterate ``max(L, 0)`` is ``L + max(−L, 0)``, low rank plus this
+    sparse part (on real corpora a fraction of a percent of the entries).
+    ``rows`` limits the scan to rows ``[r0, r1)`` (a task's share); every
+    row ``i`` is compared with the columns ``j ≥ i`` only, in chunks of
+    ``chunk`` rows: O(N·K) memory besides the chunk's ``chunk × N``. An iterate
+    without the clip has none.
+    """
+    n = iterate.Y.shape[0]
+    r0, r1 = (0, n) if rows is None else rows
+    if not iterate.clip:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0)
+    scaled = iterate.Y * iterate.lam
+    out_i, out_j, out_v = [], [], []
+    for c0 in range(r0, r1, chunk):
+        c1 = min(c0 + chunk, r1)
+        L = scaled[c0:c1] @ iterate.Y[c0:].T  # rows c0..c1, columns c0..N: the upper part and a triangle
+        L += iterate.c
+        i, j = np.nonzero(L < 0)
+        keep = j >= i  # within the chunk's own columns, the lower triangle belongs to the rows above
+        i, j = i[keep], j[keep]
+        out_i.append(i + c0)
+        out_j.append(j + c0)
+        out_v.append(-L[i, j])
+    return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_v)
+
+
+def symmetric_from_upper(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n: int) -> sps.csr_array:
+    """The symmetric N×N CSR matrix whose entries ``i ≤ j`` are ``(rows, cols, values)``."""
+    off = rows != cols
+    E = sps.coo_array((np.concatenate([values, values[off]]),
+                       (np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]]))), shape=(n, n)).tocsr()
+    E.sum_duplicates()
+    return E
+
+
+def from_iterate(iterate: LowRankIterate, scale: float,
+                 upper: tuple[np.ndarray, np.ndarray, np.ndarray]) -> LowRankCooccurrence:
+    """An AP iterate divided by ``scale``, ``max(L, 0)/s``, as ``Y Yᵀ + E + r·11ᵀ`` (exact to rounding).
+
+    ``upper`` is :func:`clipped_entries` of ``iterate`` (all rows); ``Y = Y_t diag(√(λ/s))``,
+    ``E = max(−L, 0)/s`` and ``r = c/s``.
+    """
+    n = iterate.Y.shape[0]
+    i, j, v = upper
+    return LowRankCooccurrence(iterate.Y * np.sqrt(iterate.lam / scale), symmetric_from_upper(i, j, v / scale, n),
+                               float(iterate.c / scale))
+
+
 def nonnegativity_correction(Y: np.ndarray, checked: np.ndarray, *, total: float = 1.0,
                              shift_hint: float | None = None,
                              chunk: int = CHECK_CHUNK) -> tuple[sps.csr_array, float]:
@@ -267,13 +352,7 @@ def nonnegativity_correction(Y: np.ndarray, checked: np.ndarray, *, total: float
             break
         threshold = -2 * r_new  # r fell below what the candidates cover: gather more
     active = v + r < 0
-    e = -v[active] - r
-    gi, gj = gi[active], gj[active]
-    off = gi != gj
-    E = sps.coo_array((np.concatenate([e, e[off]]), (np.concatenate([gi, gj[off]]), np.concatenate([gj, gi[off]]))),
-                      shape=(n, n)).tocsr()
-    E.sum_duplicates()
-    return E, float(r)
+    return symmetric_from_upper(gi[active], gj[active], -v[active] - r, n), float(r)
 
 
 def range_eigenpairs(C: LowRankCooccurrence, k: int, max_dim: int) -> Eigenpairs | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sps
 from scipy.optimize import linear_sum_assignment
+from jsmf_dask.kernels.lowrank import row_sums
 
 __all__ = [
     "COHERENCE_EPSILON",
@@ -109,7 +110,7 @@ def low_rank_partials(
     """:func:`fit_partials` over every row of ``C = U diag(s) Uᵀ + E`` by exact algebra, with no N×N array.
 
     For the compressed store (``U`` its eigenvectors, ``s`` its eigenvalues,
-    no ``E``) and for ENN models (``U = [Y, 1]``, ``s = [λ⁺, r]``, ``E`` the
+    no ``E``) and for AP and ENN models (``U = [Y, 1]``, ``s = [λ⁺, r]``, ``E`` the
     correction). Each row's recovery residual ``‖u_iᵀ C‖`` with
     ``u_i = e_i/p_i − Σ_k w_ik e_{s_k}/p_{s_k}`` is ``‖U S Uᵀu_i + E u_i‖``,
     expanded in O(N·q² + nnz(E)·(q + K)) for ``q`` columns of ``U``. Rows with
@@ -123,7 +124,7 @@ def low_rank_partials(
     """
     n = U.shape[0]
     E = sps.csr_array((n, n)) if E is None else sps.csr_array(E)
-    p = U @ (s * U.sum(axis=0)) + np.asarray(E.sum(axis=1)).ravel()
+    p = row_sums(U, s, E)
     G = U.T @ U
     SGS = s[:, None] * G * s[None, :]
     coo = E.tocoo()

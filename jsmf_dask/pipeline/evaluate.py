@@ -232,7 +232,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
         }
         if "C_rect" in model.group:
             entry["rectified_C"] = _against(model.url, "C_rect", model, block) | shared
-        elif "correction" in model.group:  # ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
+        elif "correction" in model.group:  # AP, ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
             entry["rectified_C"] = _against_low_rank(*low_rank_rectified(model), model) | shared
         results[name] = entry
     if fraction > 0:

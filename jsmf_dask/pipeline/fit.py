@@ -32,7 +32,7 @@ from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, voc
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.anchors import greedy_anchors
-from jsmf_dask.kernels.lowrank import checked_rows, enn_memory, enn_min_memory
+from jsmf_dask.kernels.lowrank import LowRankCooccurrence, checked_rows, enn_memory, enn_min_memory, from_iterate
 from jsmf_dask.kernels.rectify import Comparison, LowRankIterate, alternating_projection, top_eigenpairs
 from jsmf_dask.kernels.recover import SOLVERS, least_squares_topic_topic, topic_topic, topic_word
 from jsmf_dask.pipeline.cooccur import library_versions
@@ -48,7 +48,7 @@ from jsmf_dask.stages.fit import (
     copy_tasks,
     enn_in_task,
     law_recovery_tasks,
-    write_iterate_tasks,
+    clipped_entry_tasks,
     write_small,
 )
 
@@ -279,31 +279,40 @@ def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: 
         if params.end_with == "psd":
             iterate = LowRankIterate(eig.vectors, np.maximum(eig.values, 0.0), 0.0, clip=False)
         total = float(np.vstack(dask.compute(*row_block_tasks("rowstats", edges, iterate)))[:, 0].sum())
-        _progress.compute(*write_iterate_tasks(model_url, iterate, edges, total))
+        parts = _progress.compute(*clipped_entry_tasks(iterate, edges))
+        low_rank = from_iterate(iterate, total, tuple(np.concatenate(x) for x in zip(*parts, strict=True)))
+        p, norms2 = low_rank.row_sums(), low_rank.row_norms2()
+
+        def rows(index: np.ndarray) -> np.ndarray:
+            return low_rank.rows(index)
+
+        def product(q: np.ndarray) -> np.ndarray:
+            return low_rank.matmat(q[:, None])[:, 0]
     elif params.rectifier == "none":
         eig = top_eigenpairs(lambda V: op.matmat(None, V), n, params.n_topics, tol=params.eig_tol, rng=rng)
         _progress.compute(*copy_tasks(cooc_url, model_url, edges, float(c_stats[:, 0].sum())))
+        low_rank = None
+        stored = (model_url, "C_rect")
+        stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, stored)))
+        p, norms2 = stats[:, 0], stats[:, 1]
+        group = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")
+
+        def rows(index: np.ndarray) -> np.ndarray:
+            return np.vstack([group["C_rect"][int(i), :] for i in index])
+
+        def product(q: np.ndarray) -> np.ndarray:
+            return np.vstack(dask.compute(*row_block_tasks("matmat", edges, stored, q[:, None])))[:, 0]
     else:
         raise InvalidParameterError("rectifier='dc' runs on the in-task path only (it needs the whole C); "
                                     "use path='in-task' or rectifier='ap'")
-    rect = (model_url, "C_rect")
-    stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, rect)))
-    p = stats[:, 0]
     safe = np.where(p > 0, p, 1.0)
-    norms2 = stats[:, 1] / safe**2
+    norms2 = norms2 / safe**2
     usable = p > 0 if candidates is None else (p > 0) & candidates
-    group = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")
-
-    def row(i: int) -> np.ndarray:
-        return group["C_rect"][i, :] / safe[i]
-
-    def project(q: np.ndarray) -> np.ndarray:
-        return np.vstack(dask.compute(*row_block_tasks("matmat", edges, rect, q[:, None])))[:, 0] / safe
-
-    anchors, pivots = greedy_anchors(params.n_topics, row, project, norms2, candidates=usable)
-    Cbar_S = np.vstack([row(int(a)) for a in anchors])
+    anchors, pivots = greedy_anchors(params.n_topics, lambda i: rows(np.array([i]))[0] / safe[i],
+                                     lambda q: product(q) / safe, norms2, candidates=usable)
+    Cbar_S = rows(anchors) / safe[anchors][:, None]
     C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
-    return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS)
+    return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS, low_rank)
 
 
 def fit(
@@ -479,7 +488,8 @@ def fit(
     c_stats = _check_matrix(store.url, edges)  # the first pass over C: after every check that needs none
     ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
-        create_model(tmp, n, tile)
+        if rectifier != "ap":  # the Baseline's and DC's rectified C is stored dense; AP's in low-rank form
+            create_model(tmp, n, tile)
         if path == "in-task":
             worker = _fat_worker(client, in_task_memory(n))
             placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
@@ -494,7 +504,11 @@ def fit(
         else:
             result = _rectify_tiled(store.url, tmp, params, edges, candidates, c_stats, on_cycle)
         Cbar_S = client.scatter(result.Cbar_S, broadcast=True) if client is not None else result.Cbar_S
-        parts = _progress.compute(*recovery_tasks(tmp, result.p_word, Cbar_S, result.Cbar_S @ result.Cbar_S.T,
+        rect = result.rectified
+        source = tmp if rect is None else rect
+        if rect is not None and client is not None:
+            source = client.scatter(rect, broadcast=True)
+        parts = _progress.compute(*recovery_tasks(source, result.p_word, Cbar_S, result.Cbar_S @ result.Cbar_S.T,
                                                    result.anchors, solver, block=config.get("fit.recover-block")))
         weights = np.vstack([w for w, _, _ in parts])
         objective = np.concatenate([o for _, o, _ in parts])
@@ -508,17 +522,23 @@ def fit(
                 "rectification when rare words are anchors: raise min_anchor_df or use rectifier='ap'",
                 UserWarning, stacklevel=2,
             )
-        (BtC,) = _progress.compute(least_squares_tasks(tmp, B, block=config.get("fit.recover-block")))
+        if rect is None:
+            (BtC,) = _progress.compute(least_squares_tasks(tmp, B, block=config.get("fit.recover-block")))
+            stored = {"Y": result.eig.vectors, "eigenvalues": result.eig.values}
+        else:
+            BtC = rect.rmatmat(np.linalg.pinv(B))
+            stored = _low_rank_arrays(rect)
         A_ls = least_squares_topic_topic(BtC, B)
         write_small(tmp, {
             "anchors": result.anchors, "anchor_pivots": result.pivots, "B": B, "A": A, "A_least_squares": A_ls,
             "weights": weights, "objective": objective, "p_word": result.p_word,
-            "Y": result.eig.vectors, "eigenvalues": result.eig.values,
-        })
+        } | stored)
         for key, values in result.trace.items():
             write_small(tmp, {f"trace/{key}": values})
         attrs = _model_attrs(name, params, solver, min_anchor_df, path, warm_start, path_reason, result.n_iter,
                              convergence, legality, result.eig.residual, store)
+        if rect is not None:
+            attrs["low_rank"] = _low_rank_attrs(rect)
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
     fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
                        result.eig.values, result.n_iter,
@@ -596,27 +616,43 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
         A, legality = topic_topic(result.C_SS, B, result.anchors)
         rect = result.rectified
         A_ls = least_squares_topic_topic(rect.rmatmat(np.linalg.pinv(B)), B)
-        E = sps.triu(rect.E).tocoo()
         write_small(tmp, {
             "anchors": result.anchors, "anchor_pivots": result.pivots, "B": B, "A": A, "A_least_squares": A_ls,
             "weights": weights, "objective": objective, "p_word": result.p_word,
-            "Y": result.eig.vectors, "eigenvalues": result.eig.values,
-            "correction/rows": E.row.astype(np.int64), "correction/cols": E.col.astype(np.int64),
-            "correction/values": E.data,
-        })
+        } | _low_rank_arrays(rect, result.eig.vectors, result.eig.values))
         for key, values in result.trace.items():
             write_small(tmp, {f"trace/{key}": values})
         attrs = _model_attrs(name, params, solver, min_anchor_df, "low-rank", None, reason,
                              result.n_iter, convergence, legality, result.eig.residual, store)
-        attrs["low_rank"] = {"shift": rect.r, "correction_nnz": int(rect.E.nnz), "correction_sum": float(rect.E.sum()),
-                             "checked_rows": checked_rows(k, n),
-                             "form": "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + shift (E: correction/*, "
-                                     "upper triangle)"}
+        attrs["low_rank"] = _low_rank_attrs(rect) | {"checked_rows": checked_rows(k, n)}
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
     fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
                        result.eig.values, result.n_iter, model_path(root, name), attrs)
     write_topics(topics_path(root, name), fitted)
     return fitted
+
+
+def _low_rank_arrays(rect: LowRankCooccurrence, vectors: np.ndarray | None = None,
+                     values: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The model arrays of a rectified C ``Y Yᵀ + E + r·11ᵀ``: its factor as eigenpairs and E's upper triangle.
+
+    ``Y Yᵀ = vectors · diag(max(values, 0)) · vectorsᵀ``. Without them (AP,
+    whose ``Y`` is orthonormal eigenvectors times ``√(λ/s)``) each column is
+    split into its squared norm and its direction: entry by entry, so a row
+    that is zero (a word the clip emptied) stays exactly zero, which a
+    re-orthogonalisation (an SVD) would not keep.
+    """
+    if vectors is None:
+        values = np.einsum("ik,ik->k", rect.Y, rect.Y)
+        vectors = rect.Y / np.sqrt(np.where(values > 0, values, 1.0))
+    E = sps.triu(rect.E).tocoo()
+    return {"Y": vectors, "eigenvalues": values, "correction/rows": E.row.astype(np.int64),
+            "correction/cols": E.col.astype(np.int64), "correction/values": E.data}
+
+
+def _low_rank_attrs(rect: LowRankCooccurrence) -> dict:
+    return {"shift": rect.r, "correction_nnz": int(rect.E.nnz), "correction_sum": float(rect.E.sum()),
+            "form": "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + shift (E: correction/*, upper triangle)"}
 
 
 def write_topics(url: str, fitted: FitResult) -> None:

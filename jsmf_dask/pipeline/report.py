@@ -179,7 +179,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             spaces = {"original C̄ (2-D PCA)": pca_coordinates(store.url, "C")}
         if "C_rect" in m.group:
             spaces[f"rectified C̄ of {main} (2-D PCA)"] = pca_coordinates(m.url, "C_rect")
-        elif "correction" in m.group:  # ENN: the rows in LAW's K-dimensional space
+        elif "correction" in m.group:  # low-rank form (AP, ENN): the rows in LAW's K-dimensional space
             U, s_, E = low_rank_rectified(m)
             k_ = U.shape[1] - 1
             Z, _ = law_coordinates(LowRankCooccurrence(U[:, :k_] * np.sqrt(s_[:k_]), E, float(s_[-1])))
@@ -194,8 +194,9 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             "others. Without rectification many words fall outside the anchors' hull."
             + (f" The store is compressed: the original C̄ is the rank-{store.rank} compression it holds."
                if store.compressed else "")
-            + (" The ENN model's rows are shown in LAW's K-dimensional space (their projection on the span of Y)."
-               if "correction" in m.group else "")], "", {"Figure 1 analogue": png}))
+            + (f" {main}'s rectified C is kept in low-rank form: its rows are shown in LAW's K-dimensional space "
+               "(their projection on the span of Y)." if "correction" in m.group else "")],
+            "", {"Figure 1 analogue": png}))
 
         if store.compressed:
             values, vectors = store.eigenpairs(store.rank)

@@ -10,7 +10,10 @@ Two execution paths for rectification (DESIGN §2):
   materialising N×N in one task; the loop itself runs in the caller.
 
 Recovery of B is a task per block of words in both paths
-(:func:`recovery_tasks`), reading the rectified ``C`` from the model store.
+(:func:`recovery_tasks`), reading rows of the rectified ``C``. AP's rectified
+``C`` is kept in low-rank form, ``Y Yᵀ + E + r·11ᵀ`` with ``E`` the sparse part
+its last clip added (:func:`~jsmf_dask.kernels.lowrank.from_iterate`): O(N·K +
+nnz E) on disk instead of N² (the Baseline's and DC's stay dense in the store).
 
 A third, **low-rank** path (:func:`enn_in_task`, :func:`law_recovery_tasks`)
 never holds N×N: one task runs ENN and the LAW anchors on
@@ -37,7 +40,9 @@ from jsmf_dask.io.zarr_store import zarr_store
 from jsmf_dask.kernels.factorize import find_anchors, rectify
 from jsmf_dask.kernels.lowrank import (
     LowRankCooccurrence,
+    clipped_entries,
     enn_rectify,
+    from_iterate,
     law_anchors,
     law_coordinates,
     law_weights,
@@ -53,7 +58,7 @@ __all__ = [
     "recovery_tasks",
     "least_squares_tasks",
     "row_block_tasks",
-    "write_iterate_tasks",
+    "clipped_entry_tasks",
     "copy_tasks",
     "write_small",
     "LowRankResult",
@@ -86,7 +91,11 @@ class RectifyParams:
 
 @dataclass
 class RectifyResult:
-    """Small outputs of rectification and anchor selection (the rectified C itself is in the store)."""
+    """Outputs of rectification and anchor selection.
+
+    ``rectified`` is AP's rectified C in low-rank form (O(N·K + nnz E)); None
+    for the Baseline and DC, whose rectified C is the store's dense ``C_rect``.
+    """
 
     eig: Eigenpairs
     trace: dict[str, np.ndarray]
@@ -96,6 +105,7 @@ class RectifyResult:
     pivots: np.ndarray
     Cbar_S: np.ndarray
     C_SS: np.ndarray
+    rectified: LowRankCooccurrence | None = None
 
 
 def in_task_memory(n_words: int) -> int:
@@ -132,20 +142,25 @@ def _rectify_in_task(
         )
         del C
         C_rect = rect.C
-        _write_tiled(model_url, "C_rect", C_rect)
+        low_rank = None
+        if rect.iterate is None:
+            _write_tiled(model_url, "C_rect", C_rect)
+        else:
+            low_rank = from_iterate(rect.iterate, rect.scale, clipped_entries(rect.iterate))
         p = C_rect.sum(axis=1)
         anchors, pivots = find_anchors(C_rect, params.n_topics, candidates=candidates, in_place=True)
         # C_rect now holds C̄; C_SS is read back off its anchor rows.
         Cbar_S = C_rect[anchors].copy()
         C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
-    return RectifyResult(rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, Cbar_S, C_SS)
+    return RectifyResult(rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, Cbar_S, C_SS, low_rank)
 
 
 def rectify_in_task(
     cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None, *,
     progress: str | None = None,
 ) -> dask.delayed:
-    """One delayed task: load C, rectify, write ``C_rect`` to the model store, pick anchors.
+    """One delayed task: load C, rectify, pick anchors; the rectified C comes back in low-rank form (AP) or is
+    written to the model store as ``C_rect`` (DC, none).
 
     BLAS inside the task uses every core of the worker's machine. With
     ``progress`` (a channel name), each AP cycle is reported there
@@ -157,12 +172,19 @@ def rectify_in_task(
     )
 
 
+def _rectified_rows(source, rows: tuple[int, int]) -> np.ndarray:
+    """Rows ``[r0, r1)`` of the rectified C: a :class:`LowRankCooccurrence`, or a model URL holding ``C_rect``."""
+    if isinstance(source, LowRankCooccurrence):
+        return source.rows(np.arange(*rows))
+    return zarr.open_group(zarr_store(source, read_only=True), mode="r")["C_rect"][rows[0] : rows[1], :]
+
+
 def _recover_block(
-    model_url: str, rows: tuple[int, int], p_rows: np.ndarray, Cbar_S: np.ndarray, G: np.ndarray,
+    source, rows: tuple[int, int], p_rows: np.ndarray, Cbar_S: np.ndarray, G: np.ndarray,
     anchors: np.ndarray, solver: str,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     r0, r1 = rows
-    C_rows = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")["C_rect"][r0:r1, :]
+    C_rows = _rectified_rows(source, rows)
     Cbar = C_rows / np.where(p_rows > 0, p_rows, 1.0)[:, None]
     b = Cbar @ Cbar_S.T
     norms2 = np.einsum("ij,ij->i", Cbar, Cbar)
@@ -176,20 +198,24 @@ def _recover_block(
 
 
 def recovery_tasks(
-    model_url: str, p_word: np.ndarray, Cbar_S, G: np.ndarray, anchors: np.ndarray, solver: str, *, block: int
+    source, p_word: np.ndarray, Cbar_S, G: np.ndarray, anchors: np.ndarray, solver: str, *, block: int
 ) -> list[dask.delayed]:
     """One delayed task per block of ``block`` words → ``(weights, objective, unconverged)`` of those words.
 
-    ``Cbar_S`` (K×N) may be an array or a future already on the cluster (K×N is
-    12 MB at K = 100, N = 15k: scatter it rather than embed it in the graph).
+    ``source`` is the rectified C: a :class:`LowRankCooccurrence` (or a future
+    of one) or the URL of a model holding ``C_rect``. ``Cbar_S`` (K×N) may be
+    an array or a future already on the cluster (K×N is 12 MB at K = 100,
+    N = 15k: scatter it rather than embed it in the graph).
     """
     n = p_word.shape[0]
     shared = (dask.delayed(Cbar_S, pure=True) if isinstance(Cbar_S, np.ndarray) else Cbar_S,
               dask.delayed(G, pure=True))
-    token = tokenize(model_url, p_word, shared, anchors, solver, block)
+    if isinstance(source, LowRankCooccurrence):
+        source = dask.delayed(source, pure=True)
+    token = tokenize(source, p_word, shared, anchors, solver, block)
     return [
         dask.delayed(_recover_block, pure=True)(
-            model_url, (r0, min(r0 + block, n)), p_word[r0 : r0 + block], *shared, anchors, solver,
+            source, (r0, min(r0 + block, n)), p_word[r0 : r0 + block], *shared, anchors, solver,
             dask_key_name=f"recover-B-{token}-{r0}",
         )
         for r0 in range(0, n, block)
@@ -382,23 +408,16 @@ def row_block_tasks(kind: str, edges: np.ndarray, *args) -> list[dask.delayed]:
     return tasks
 
 
-def _write_iterate_rows(model_url: str, iterate: LowRankIterate, rows: tuple[int, int], edges, scale: float) -> float:
-    arr = zarr.open_group(zarr_store(model_url), mode="r+")["C_rect"]
-    total = 0.0
-    for cols in _tiles(edges):
-        X = iterate.block(slice(*rows), slice(*cols)) / scale
-        arr[rows[0] : rows[1], cols[0] : cols[1]] = X
-        total += X.sum()
-    return total
+def _clipped_rows(iterate: LowRankIterate, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return clipped_entries(iterate, rows)
 
 
-def write_iterate_tasks(model_url: str, iterate: LowRankIterate, edges: np.ndarray, scale: float) -> list[dask.delayed]:
-    """Write ``iterate / scale`` into ``C_rect`` row block by row block (each task its own chunks)."""
+def clipped_entry_tasks(iterate: LowRankIterate, edges: np.ndarray) -> list[dask.delayed]:
+    """:func:`~jsmf_dask.kernels.lowrank.clipped_entries` of an AP iterate, a task per row block ((i, j, value) each)."""
     shared = dask.delayed(iterate, pure=True)
-    return [
-        dask.delayed(_write_iterate_rows, pure=True)(model_url, shared, rows, edges, scale)
-        for rows in _tiles(edges)
-    ]
+    token = tokenize(iterate, edges)
+    return [dask.delayed(_clipped_rows, pure=True)(shared, rows, dask_key_name=f"clipped-{token}-{rows[0]}")
+            for rows in _tiles(edges)]
 
 
 def _copy_rows(cooc_url: str, model_url: str, rows: tuple[int, int], scale: float) -> None:

@@ -283,3 +283,52 @@ def test_low_rank_partials_equal_the_dense_partials(with_correction):
     for name in ("recovery_sum", "total", "sq", "cross"):
         np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-8, err_msg=name)
     assert got.n_rows == ref.n_rows == n
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 60), k=st.integers(1, 6), shift=st.floats(-0.05, 0.05),
+       chunk=st.integers(1, 70), clip=st.booleans())
+def test_an_ap_iterate_in_low_rank_form_equals_its_dense_clip(seed, n, k, shift, chunk, clip):
+    """``max(L, 0)/s`` as ``YYᵀ + E + r·11ᵀ`` (what the model store keeps for AP) equals the dense clip to
+    rounding, E holds exactly the clipped entries, and the exact row norms match the dense ones."""
+    from jsmf_dask.kernels.lowrank import clipped_entries, from_iterate
+    from jsmf_dask.kernels.rectify import LowRankIterate
+
+    rng = np.random.default_rng(seed)
+    k = min(k, n)
+    Y = np.linalg.qr(rng.standard_normal((n, k)))[0]
+    iterate = LowRankIterate(Y, rng.uniform(0.0, 1.0, k), shift, clip=clip)
+    dense = iterate.block(slice(0, n), slice(0, n))
+    scale = abs(float(dense.sum())) or 1.0  # a model's scale is its positive sum
+    whole = clipped_entries(iterate, chunk=chunk)
+    halves = [clipped_entries(iterate, rows, chunk=chunk) for rows in ((0, n // 2), (n // 2, n))]
+    split = [np.concatenate(parts) for parts in zip(*halves, strict=True)]  # row blocks partition the entries
+    np.testing.assert_array_equal(whole[0], split[0])
+    np.testing.assert_array_equal(whole[1], split[1])
+    np.testing.assert_allclose(whole[2], split[2], rtol=1e-13)  # other GEMM shapes: rounding only
+    i, j, v = whole
+    assert (i <= j).all() and (v > 0).all()
+    raw = (Y * iterate.lam) @ Y.T + shift
+    assert len(i) == (int((np.triu(raw) < 0).sum()) if clip else 0)
+    rect = from_iterate(iterate, scale, whole)
+    C = rect.Y @ rect.Y.T + rect.E.toarray() + rect.r
+    tol = 1e-13 * np.abs(raw).max() / scale  # L + max(−L, 0) cancels to rounding of L's entries
+    np.testing.assert_allclose(C, dense / scale, rtol=0, atol=tol)
+    np.testing.assert_allclose(rect.row_norms2(), (C * C).sum(axis=1), rtol=1e-10, atol=1e-12 * (C * C).sum())
+
+
+def test_a_row_the_clip_emptied_sums_to_exactly_zero():
+    """A word that co-occurs with nothing (zero row of Y) is all clip in the low-rank form: L + max(−L, 0)
+    cancels to rounding there, and row_sums reports 0, not the ±1e-19 that dividing by would blow up."""
+    from jsmf_dask.kernels.lowrank import clipped_entries, from_iterate
+    from jsmf_dask.kernels.rectify import LowRankIterate
+
+    rng = np.random.default_rng(3)
+    Y = np.linalg.qr(rng.standard_normal((40, 4)))[0]
+    Y[7] = 1e-18 * rng.standard_normal(4)  # zero but for an eigensolver's rounding
+    iterate = LowRankIterate(Y, np.array([0.9, 0.5, 0.2, 0.1]), -1e-3)
+    dense = iterate.block(slice(0, 40), slice(0, 40))
+    rect = from_iterate(iterate, float(dense.sum()), clipped_entries(iterate))
+    p = rect.row_sums()
+    assert p[7] == 0.0
+    np.testing.assert_allclose(np.delete(p, 7), np.delete(dense.sum(axis=1), 7) / dense.sum(), rtol=1e-12)

@@ -93,8 +93,8 @@ def test_in_task_and_tiled_paths_agree(synthetic_root):
     a = fit(synthetic_root, n_topics=5, iterations=15, eig_tol=1e-11, name="in-task", path="in-task")
     b = fit(synthetic_root, n_topics=5, iterations=15, eig_tol=1e-11, name="tiled", path="tiled")
     np.testing.assert_array_equal(a.anchors, b.anchors)
-    Ca = open_model(synthetic_root, "in-task").C_rect[:]
-    Cb = open_model(synthetic_root, "tiled").C_rect[:]
+    Ca = open_model(synthetic_root, "in-task").rectified_C()
+    Cb = open_model(synthetic_root, "tiled").rectified_C()
     np.testing.assert_allclose(Cb, Ca, rtol=0, atol=1e-8 * Ca.max())
     np.testing.assert_allclose(b.B, a.B, rtol=0, atol=1e-8)
     np.testing.assert_allclose(b.trace["delta"], a.trace["delta"], rtol=1e-6)
@@ -179,7 +179,7 @@ def test_tiled_ap_equals_plain_dense_ap_n500(tmp_path):
     synth(tmp_path, n_docs=2000, n_words=500, n_topics=6, doc_length=60, seed=5)
     cooccur(tmp_path, tile_size=128)
     fit(tmp_path, n_topics=6, iterations=10, eig_tol=1e-11, path="tiled", min_anchor_df=0)
-    tiled = open_model(tmp_path, "k6-ap").C_rect[:]
+    tiled = open_model(tmp_path, "k6-ap").rectified_C()
     reference = reference_ap(open_cooccurrence(f"{tmp_path}/cooc.zarr").C[:], 6, 10)
     # The tiled operator max(YΛYᵀ + c, 0) applied by row blocks vs numpy.linalg.eigh on the dense matrix.
     np.testing.assert_allclose(tiled, reference, rtol=0, atol=1e-8 * reference.max())
@@ -270,12 +270,15 @@ def test_eg_solver_and_psd_ending_through_fit(synthetic_root):
                         name=f"{end_with}-{path}", overwrite=True)
             np.testing.assert_array_equal(model.anchors, anchors)
             np.testing.assert_allclose(model.B, recover(rect.C, anchors, solver=solver).B, atol=1e-7)
-            C_rect = open_model(str(synthetic_root), model.name).C_rect[:]
+            stored = open_model(str(synthetic_root), model.name)
+            assert "C_rect" not in stored.group  # kept in low-rank form: Y, eigenvalues, correction/*
+            C_rect = stored.rectified_C()
+            np.testing.assert_allclose(C_rect, rect.C, rtol=0, atol=1e-7 * rect.C.max())  # same AP, other path
             assert abs(C_rect.sum() - 1) < 1e-9
             if end_with == "psd":  # exactly rank K, possibly slightly negative
                 assert np.linalg.matrix_rank(C_rect, tol=1e-10 * np.abs(C_rect).max()) == 5
-            else:
-                assert C_rect.min() >= 0
+            else:  # the stored form L + max(−L, 0) is non-negative up to the rounding of L's entries
+                assert C_rect.min() >= -1e-15 * C_rect.max()
 
 
 def test_more_topics_than_documents_is_refused_before_any_work(tmp_path):
