@@ -1,7 +1,8 @@
 """Benchmark of spectral + refine against Gibbs sampling and other LDA peers, all on the same corpus.
 
 A corpus is drawn by ``jsmf synth`` (known B; Dirichlet α = 0.1), written as a
-UCI docword file and run through ``ingest → cooccur → fit (AP) → refine`` on a
+UCI docword file and run through ``ingest → cooccur → fit → refine`` (``--rectifier``:
+AP or ENN for the spectral start) on a
 fresh LocalCluster per stage (wall time, peak RSS per worker sampled), with the
 B error (mean L1 over topics after optimal matching) of the spectral model and
 after every refine sweep. In the same run and on the same documents:
@@ -16,7 +17,7 @@ after every refine sweep. In the same run and on the same documents:
 Our pipeline is repeated ``--runs`` times (medians reported); the peers run once.
 
 ``--nips K1,K2`` instead runs the shipped NIPS papers (5,000 words, 10% of the
-papers held out): the Baseline, AP, AP + refine and Gibbs sampling (1000
+papers held out): the Baseline, AP, AP + refine, ENN, ENN + refine and Gibbs sampling (1000
 iterations) at each K, timed, with the six metrics and held-out perplexity.
 
 Usage::
@@ -88,7 +89,8 @@ def our_pipeline(docword: Path, run: str, truth: np.ndarray, args) -> dict:
     rows: list[dict] = []
     staged("ingest", args.workers, lambda: ingest(run, [str(docword)], stopwords=None, overwrite=True), rows)
     staged("cooccur", args.workers, lambda: cooccur(run, overwrite=True), rows)
-    spectral = staged("fit (AP)", args.workers, lambda: fit(run, n_topics=args.topics, tol=args.fit_tol, overwrite=True),
+    spectral = staged(f"fit ({args.rectifier})", args.workers,
+                      lambda: fit(run, n_topics=args.topics, rectifier=args.rectifier, tol=args.fit_tol, overwrite=True),
                       rows)
     ids = [int(w[1:]) for w in read_vocabulary(f"{run}/corpus").column("word").to_pylist()]
 
@@ -126,6 +128,8 @@ def nips(topics: list[int], out: Path, workers: int, gibbs_iterations: int) -> i
             for name, action in ((f"k{k}-none", lambda: fit(root, n_topics=k, rectifier="none", overwrite=True)),
                                  (f"k{k}-ap", lambda: fit(root, n_topics=k, overwrite=True)),
                                  (f"k{k}-ap-vb", lambda: refine(root, model=f"k{k}-ap", overwrite=True)),
+                                 (f"k{k}-enn", lambda: fit(root, n_topics=k, rectifier="enn", overwrite=True)),
+                                 (f"k{k}-enn-vb", lambda: refine(root, model=f"k{k}-enn", overwrite=True)),
                                  (f"k{k}-gibbs", lambda: fit_gibbs(root, n_topics=k, iterations=gibbs_iterations,
                                                                    overwrite=True))):
                 t0 = time.perf_counter()
@@ -134,7 +138,7 @@ def nips(topics: list[int], out: Path, workers: int, gibbs_iterations: int) -> i
                 print(f"{name}: {seconds[name]:.1f} s", file=sys.stderr, flush=True)
         metrics = evaluate(root)["models"]
     print(f"\nNIPS papers (N = 5,000, 10% held out), {workers} workers; seconds: the model's own stage "
-          "(refine: its sweeps only, after AP)\n")
+          "(refine: its sweeps only, after its source)\n")
     print("| model | " + " | ".join(METRICS) + " | perplexity | seconds |\n|" + "---|" * (len(METRICS) + 3))
     for name, entry in metrics.items():
         vals = [entry["original_C"].get(m) for m in METRICS] + [entry["heldout"]["perplexity"]]
@@ -152,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--length", type=float, default=200)
     p.add_argument("--sweeps", type=int, default=8, help="refine sweeps (each one's error is reported)")
     p.add_argument("--tol", type=float, default=None, help="refine's early stop (default: the library's)")
+    p.add_argument("--rectifier", default="ap", choices=("ap", "enn"),
+                   help="the spectral start: fit --rectifier (default ap)")
     p.add_argument("--fit-tol", type=float, default=None,
-                   help="AP's relative-change stop (fit --tol; default: none, 150 cycles)")
+                   help="the rectifier's relative-change stop (fit --tol; default: the library's)")
     p.add_argument("--alpha", default=None, help="refine's alpha (default: the library's)")
     p.add_argument("--runs", type=int, default=3, help="repeats of our pipeline (medians reported)")
     p.add_argument("--workers", type=int, default=2)
@@ -225,13 +231,14 @@ def main(argv: list[str] | None = None) -> int:
             report["peers"][name] = out if isinstance(out, str) else {"seconds": out[0], "B_l1": matched_l1(out[1], truth)}
             print(f"{name}: {report['peers'][name]}", file=sys.stderr, flush=True)
 
-    print(f"\nM={args.docs} N={args.words} K={args.topics} L={args.length}; fit --tol {args.fit_tol}; our pipeline: "
+    print(f"\nM={args.docs} N={args.words} K={args.topics} L={args.length}; fit --rectifier {args.rectifier} "
+          f"--tol {args.fit_tol}; our pipeline: "
           f"medians of {args.runs} runs, {args.workers} worker processes\n")
     print("| stage | wall s | peak RSS / worker MB |\n|---|---|---|")
     for s in stages:
         print(f"| {s} | {med[s]:.1f} | {peak[s]:.0f} |")
     print("\n| method | B L1 | seconds (end to end for ours) |\n|---|---|---|")
-    print(f"| spectral (AP) | {report['spectral_B_l1']:.4f} | {before_refine:.1f} |")
+    print(f"| spectral ({args.rectifier}) | {report['spectral_B_l1']:.4f} | {before_refine:.1f} |")
     cumulative = before_refine
     for i, (e, s) in enumerate(zip(sweep_err, sweep_s, strict=True), 1):
         cumulative += s
@@ -251,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(g, dict):
         print(f"\nGibbs / ours end to end (ingest → refine): {g['seconds'] / end_to_end:.1f}x")
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / f"refine-results-M{args.docs}-N{args.words}-K{args.topics}.json").write_text(
+    (Path(args.out) / f"refine-results-M{args.docs}-N{args.words}-K{args.topics}-{args.rectifier}.json").write_text(
         json.dumps(report, indent=2, default=float))
     return 0
 
