@@ -63,12 +63,15 @@ def write_docword(root: Path, path: Path) -> None:
         "\n".join(f"w{i:05d}" for i in range(n_words)) + "\n")
 
 
-def staged(label: str, workers: int, func, rows: list):
+def staged(label: str, workers: int, func, rows: list, *, memory_limit: str | None = None):
+    """Run ``func()`` on a fresh LocalCluster of ``workers`` processes (``memory_limit`` each); append its row
+    (wall time, peak RSS per worker, sampled) to ``rows``; return what ``func`` returns."""
     import dask
 
     from jsmf_dask.cluster import connect
 
-    with dask.config.set({"jsmf.progress": False}), connect(n_workers=workers, dashboard=False) as client:
+    with dask.config.set({"jsmf.progress": False}), \
+            connect(n_workers=workers, memory_limit=memory_limit, dashboard=False) as client:
         pids = list(client.run(os.getpid).values())
         with RSSSampler(pids) as sampler:
             t0 = time.perf_counter()
@@ -76,7 +79,7 @@ def staged(label: str, workers: int, func, rows: list):
             wall = time.perf_counter() - t0
     rows.append({"stage": label, "wall_s": wall, "workers": workers,
                  "peak_worker_mb": max(sampler.peak.values()) / 2**20})
-    print(f"{label}: {wall:.1f} s", file=sys.stderr, flush=True)
+    print(f"{label}: {wall:.1f} s, peak worker {rows[-1]['peak_worker_mb']:.0f} MB", file=sys.stderr, flush=True)
     return out
 
 

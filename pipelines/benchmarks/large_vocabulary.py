@@ -30,30 +30,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from pipelines.benchmarks.fit import matched_l1, write_docword
-
-
-def _memory_staged(label, workers, memory_limit, func, rows):
-    """:func:`pipelines.benchmarks.fit.staged` with a memory limit per worker."""
-    import os
-    import time
-
-    import dask
-
-    from jsmf_dask.cluster import connect
-    from pipelines.benchmarks.cooccur import RSSSampler
-
-    with dask.config.set({"jsmf.progress": False}), \
-            connect(n_workers=workers, memory_limit=memory_limit, dashboard=False) as client:
-        pids = list(client.run(os.getpid).values())
-        with RSSSampler(pids) as sampler:
-            t0 = time.perf_counter()
-            out = func()
-            wall = time.perf_counter() - t0
-    rows.append({"stage": label, "wall_s": wall, "workers": workers,
-                 "peak_worker_mb": max(sampler.peak.values()) / 2**20})
-    print(f"{label}: {wall:.1f} s, peak worker {rows[-1]['peak_worker_mb']:.0f} MB", file=sys.stderr, flush=True)
-    return out
+from pipelines.benchmarks.fit import matched_l1, staged, write_docword
 
 
 def route(name: str, docword: Path, run: Path, k: int, truth, args) -> dict:
@@ -66,20 +43,20 @@ def route(name: str, docword: Path, run: Path, k: int, truth, args) -> dict:
     # AP in one task needs about 3.5·8N² bytes on one worker: the dense route gets LocalCluster's default
     # memory per worker (machine memory / workers); the low-rank route the --memory-limit under test.
     limit = args.memory_limit if name == "lowrank" else None
-    _memory_staged(f"{name} ingest", args.workers, limit,
-                   lambda: ingest(str(run), [str(docword)], vocab_size=n_words, stopwords=None), rows)
+    staged(f"{name} ingest", args.workers,
+           lambda: ingest(str(run), [str(docword)], vocab_size=n_words, stopwords=None), rows, memory_limit=limit)
     if name == "lowrank":
-        summary = _memory_staged(f"{name} cooccur --rank {k}", args.workers, limit,
-                                 lambda: cooccur(str(run), rank=k), rows)
-        result = _memory_staged(f"{name} fit enn", args.workers, limit,
-                                lambda: fit(str(run), n_topics=k, rectifier="enn"), rows)
+        summary = staged(f"{name} cooccur --rank {k}", args.workers,
+                         lambda: cooccur(str(run), rank=k), rows, memory_limit=limit)
+        result = staged(f"{name} fit enn", args.workers,
+                        lambda: fit(str(run), n_topics=k, rectifier="enn"), rows, memory_limit=limit)
         extra = {"n_passes": summary.n_passes, "eig_residual": summary.eig_residual,
                  "enn_cycles": result.n_iter, "correction_nnz": result.attrs["low_rank"]["correction_nnz"]}
     else:
-        _memory_staged(f"{name} cooccur", args.workers, limit,
-                       lambda: cooccur(str(run), codoc=False), rows)
-        result = _memory_staged(f"{name} fit ap", args.workers, limit,
-                                lambda: fit(str(run), n_topics=k), rows)
+        staged(f"{name} cooccur", args.workers,
+               lambda: cooccur(str(run), codoc=False), rows, memory_limit=limit)
+        result = staged(f"{name} fit ap", args.workers,
+                        lambda: fit(str(run), n_topics=k), rows, memory_limit=limit)
         extra = {"ap_cycles": result.n_iter}
     # ingest renumbers words by tf-idf rank; map B back to the truth's ids (vocabulary words are w00000…)
     from jsmf_dask.io.parquet import read_vocabulary
