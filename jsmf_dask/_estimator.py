@@ -70,7 +70,7 @@ class RectifiedAnchorWords:
     anchors_ : ndarray of int, shape (n_topics,)
         Anchor word of each (spectral) topic; refined topic k starts from spectral topic k.
     rectification_history_ : dict of str to ndarray
-        AP's per-iteration trace (``delta``, ``dist_psd``, ``dist_normalized``,
+        AP's per-iteration trace (``delta``, ``relative_change``, ``dist_psd``, ``dist_normalized``,
         ``dist_nonnegative``, ``eig_residual``, ``n_matmat``, ``seconds``), or
         ENN's (:class:`~jsmf_dask.kernels.lowrank.ENNTrace`).
     eigenvalues_ : ndarray, shape (n_topics,)

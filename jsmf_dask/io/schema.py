@@ -185,9 +185,12 @@ MODEL_LAYOUT: dict[str, Any] = {
                        "(ENN: its non-negativity correction; AP: what its last clip added, max(-L, 0)); "
                        "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + attrs.low_rank.shift"},
         "trace/<key>": {"dtype": "float64", "shape": ["iterations"],
-                        "meaning": "AP trace: delta, dist_psd, dist_normalized, dist_nonnegative, "
-                                   "eig_residual, n_matmat, seconds; refined models: bound_per_word, "
-                                   "relative_change, inner_iterations, seconds (one per sweep)"},
+                        "meaning": "AP trace: delta (absolute ||C_t - C_t-1||_F), relative_change (delta / "
+                                   "||C_t||_F, what --tol compares), dist_psd, dist_normalized, dist_nonnegative, "
+                                   "eig_residual, n_matmat, seconds; ENN trace: relative_change (of Y Y^T), "
+                                   "correction_sum, correction_nnz, shift, eig_residual, n_matmat, seconds; "
+                                   "refined models: bound_per_word, relative_change (of lambda), "
+                                   "inner_iterations, seconds (one per sweep)"},
         "alpha": {"dtype": "float64", "shape": ["K"],
                   "meaning": "refined and Gibbs models: the document-topic Dirichlet prior"},
         "lambda": {"dtype": "float64", "shape": ["N", "K"],

@@ -149,13 +149,14 @@ def row_sums(U: np.ndarray, s: np.ndarray, E: sps.csr_array | None) -> np.ndarra
 class ENNTrace:
     """Per-cycle diagnostics of :func:`enn_rectify`.
 
-    ``delta`` ‖Y_tY_tᵀ − Y_{t−1}Y_{t−1}ᵀ‖_F / ‖Y_tY_tᵀ‖_F; ``correction_sum``
+    ``relative_change`` ‖Y_tY_tᵀ − Y_{t−1}Y_{t−1}ᵀ‖_F / ‖Y_tY_tᵀ‖_F (the quantity ``tol``
+    is compared with, as in AP's trace); ``correction_sum``
     ΣE and ``correction_nnz`` its non-zeros (the negative mass the check found
     on the rows of ``Y_{t−1}``); ``shift`` r; ``eig_residual`` and ``n_matmat``
     of the cycle's eigensolve; ``seconds`` its wall time.
     """
 
-    delta: list[float] = field(default_factory=list)
+    relative_change: list[float] = field(default_factory=list)
     correction_sum: list[float] = field(default_factory=list)
     correction_nnz: list[float] = field(default_factory=list)
     shift: list[float] = field(default_factory=list)
@@ -533,7 +534,7 @@ def enn_rectify(
         Y_new = factor(eig.values, eig.vectors)
         delta = _relative_change(Y_new, Y)
         Y = Y_new
-        trace.delta.append(delta)
+        trace.relative_change.append(delta)
         trace.correction_sum.append(float(E.sum()))
         trace.correction_nnz.append(float(E.nnz))
         trace.shift.append(r)

@@ -229,7 +229,8 @@ class APTrace:
     """Per-iteration diagnostics of alternating projection (paper §3).
 
     Lists indexed by iteration t (the iterate C_t after the t-th PSD → NOR → NN
-    cycle): ``delta`` ‖C_t − C_{t−1}‖_F; ``dist_psd``, ``dist_normalized``,
+    cycle): ``delta`` ‖C_t − C_{t−1}‖_F and ``relative_change`` the same over ‖C_t‖_F (what ``tol`` is
+    compared with); ``dist_psd``, ``dist_normalized``,
     ``dist_nonnegative`` the Frobenius distances of C_t to PSD_K, to {ΣC = 1}
     and of the normalised iterate to {C ≥ 0} (before the clip that makes C_t); ``eig_residual`` the eigensolver's relative residual of
     the t-th PSD step; ``n_matmat`` its operator applications; ``seconds``
@@ -237,6 +238,7 @@ class APTrace:
     """
 
     delta: list[float] = field(default_factory=list)
+    relative_change: list[float] = field(default_factory=list)
     dist_psd: list[float] = field(default_factory=list)
     dist_normalized: list[float] = field(default_factory=list)
     dist_nonnegative: list[float] = field(default_factory=list)
@@ -498,13 +500,14 @@ def alternating_projection(
         current = LowRankIterate.normalized(eig.vectors, lam)
         delta, total, norm_prev, warm_product, below_zero = op.compare(iterate, current, warm)
         trace.delta.append(delta)
+        trace.relative_change.append(delta / norm_prev if norm_prev > 0 else 0.0)
         trace.dist_normalized.append(abs(1.0 - total) / n)
         trace.dist_nonnegative.append(below_zero)
         trace.eig_residual.append(eig.residual)
         trace.n_matmat.append(eig.n_matmat)
         trace.seconds.append(time.perf_counter() - started)
         if on_cycle is not None:
-            on_cycle(t + 1, iterations, delta / norm_prev if norm_prev > 0 else 0.0, trace.seconds[-1])
+            on_cycle(t + 1, iterations, trace.relative_change[-1], trace.seconds[-1])
         iterate = current
         n_iter = t + 1
     return iterate, eig, trace, n_iter

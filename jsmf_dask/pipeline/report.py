@@ -221,7 +221,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             f"the rectified C ({main}), in the middle and on the right. A from the rectified C is doubly "
             "non-negative."], "", {"Figure 3 analogue": png}))
 
-    if m.trace and len(m.trace.get("delta", [])):
+    if m.trace and len(m.trace.get("relative_change", [])):
         png = figures.ap_trace(m.trace)
         images["ap-trace.png"] = png
         title = "ENN (ε-non-negative rectification) trace" if "correction_sum" in m.trace else \

@@ -123,7 +123,7 @@ def ap_trace(trace: Mapping[str, np.ndarray]) -> bytes:
     and the correction's mass ΣE per cycle), on a log scale."""
     fig, ax = _pyplot().subplots(figsize=(6.5, 4))
     enn = "correction_sum" in trace
-    series = ((("delta", "‖Y_tY_tᵀ − Y_{t−1}Y_{t−1}ᵀ‖_F / ‖Y_tY_tᵀ‖_F"), ("correction_sum", "ΣE (negative mass corrected)"))
+    series = ((("relative_change", "‖Y_tY_tᵀ − Y_{t−1}Y_{t−1}ᵀ‖_F / ‖Y_tY_tᵀ‖_F"), ("correction_sum", "ΣE (negative mass corrected)"))
               if enn else (("delta", "‖C_t − C_{t−1}‖_F"), ("dist_psd", "distance of C_t to PSD_K")))
     for key, label in series:
         values = np.asarray(trace.get(key, []), dtype=np.float64)

@@ -146,7 +146,7 @@ def test_enn_matches_a_dense_enn_and_law_a_dense_law(route, monkeypatch):
     n, k, l, iterations = C.shape[0], 4, 25, 6
     start = top_eigenpairs(lambda V: C @ V, n, k, tol=1e-12)
     rect, eig, trace, n_iter = enn_rectify(start, k, iterations=iterations, tol=None, eig_tol=1e-12, l=l)
-    assert n_iter == iterations and len(trace.delta) == iterations
+    assert n_iter == iterations and len(trace.relative_change) == iterations
     assert trace.correction_nnz[0] > 0, "the noise must give ENN negative entries to correct"
     Y_ref = dense_enn(C, k, l, iterations)
     np.testing.assert_allclose(rect.Y @ rect.Y.T, Y_ref @ Y_ref.T, rtol=0, atol=1e-8 * np.abs(Y_ref @ Y_ref.T).max())
@@ -177,7 +177,7 @@ def test_enn_stops_once_its_change_is_below_what_can_be_measured():
     start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
     rect, _, trace, n_iter = enn_rectify(start, 4, iterations=3000, tol=None, eig_tol=1e-12, l=25)
     assert lowrank.CHANGE_FLOOR == 1e-7
-    assert n_iter < 3000 and trace.delta[-1] <= 1e-7 and min(trace.delta[:-1]) > 1e-7
+    assert n_iter < 3000 and trace.relative_change[-1] <= 1e-7 and min(trace.relative_change[:-1]) > 1e-7
     assert rect.E.nnz > 0  # it was the change, not an empty correction, that stopped it
 
 
@@ -244,7 +244,7 @@ def test_enn_stops_on_its_tolerance():
     C, _ = noisy_cooccurrence(2)
     start = top_eigenpairs(lambda V: C @ V, C.shape[0], 4, tol=1e-12)
     _, _, trace, n_iter = enn_rectify(start, 4, iterations=50, tol=1e-3, eig_tol=1e-12)
-    assert n_iter < 50 and trace.delta[-1] <= 1e-3 and all(d > 1e-3 for d in trace.delta[:-1])
+    assert n_iter < 50 and trace.relative_change[-1] <= 1e-3 and all(d > 1e-3 for d in trace.relative_change[:-1])
 
 
 @pytest.mark.parametrize("l", [1, 10, 60])

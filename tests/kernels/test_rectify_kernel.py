@@ -122,6 +122,22 @@ def test_ap_tolerance_stops_early():
     _, _, trace, n_iter = alternating_projection(DenseAP(C), 150, 4, iterations=150, tol=1e-4)
     assert n_iter < 150
     assert trace.delta[-1] <= 1e-4 * np.linalg.norm(C) * 10
+    # the recorded relative change is what the stop compared: ‖C_t − C_{t−1}‖_F / ‖C_t‖_F, dense here
+    assert trace.relative_change[-1] <= 1e-4 < min(trace.relative_change[:-1])
+
+
+def test_ap_relative_change_is_the_step_over_the_new_iterate():
+    C = noisy_cooccurrence(120, 4, seed=2)
+    iterates = []
+    op = DenseAP(C)
+    _, _, trace, n_iter = alternating_projection(
+        op, 120, 4, iterations=4, eig_tol=1e-12,
+        on_cycle=lambda *_: iterates.append(op.dense(op._key).copy()))  # C_t after cycle t
+    dense = [C] + iterates
+    want = [np.linalg.norm(b - a) / np.linalg.norm(b) for a, b in zip(dense, dense[1:], strict=False)]
+    np.testing.assert_allclose(trace.relative_change, want, rtol=1e-10)
+    np.testing.assert_allclose(trace.delta, [np.linalg.norm(b - a) for a, b in zip(dense, dense[1:], strict=False)],
+                               rtol=1e-10)
 
 
 @pytest.mark.parametrize("k", [3, 6])
