@@ -30,7 +30,8 @@ from jsmf_dask.pipeline.fit import RECTIFIERS, fit
 from jsmf_dask.pipeline.infer import infer
 from jsmf_dask.pipeline.refine import refine
 from jsmf_dask.pipeline.ingest import FORMATS, ingest
-from jsmf_dask.pipeline.report import report
+from jsmf_dask.pipeline.ldavis import export_ldavis, require_pyldavis
+from jsmf_dask.pipeline.report import report, report_model
 from jsmf_dask.pipeline.run import run
 from jsmf_dask.pipeline.run_config import load_run_config
 from jsmf_dask.pipeline.synth import synth
@@ -293,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_root(p)
     p.add_argument("--model", help="the model to show (default: the first AP model)")
     p.add_argument("--baseline", help="the Baseline for Figure 3 (default: the unrectified model of the same K)")
+    p.add_argument("--ldavis", action="store_true",
+                   help="also write ROOT/report/ldavis-<model>.html, pyLDAvis's interactive view of the model "
+                        "(needs pyLDAvis, and document-topic weights: a refined model, or `jsmf infer` under it)")
     _add_cluster_options(p, overwrite=False)
 
     p = _command(
@@ -462,7 +466,14 @@ def _run_compare(args: argparse.Namespace) -> list[str]:
 
 
 def _run_report(args: argparse.Namespace) -> list[str]:
-    return [f"report: {report(args.root, model=args.model, baseline=args.baseline)}"]
+    if args.ldavis:
+        require_pyldavis()  # before any work
+    path = report(args.root, model=args.model, baseline=args.baseline)
+    lines = [f"report: {path}"]
+    if args.ldavis:
+        shown = args.model or report_model(args.root)
+        lines.append(f"pyLDAvis view of {shown}: {export_ldavis(args.root, model=shown)}")
+    return lines
 
 
 def _run_infer(args: argparse.Namespace) -> list[str]:

@@ -8,6 +8,7 @@ staged directory.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -15,12 +16,15 @@ import pyarrow.dataset as ds
 
 from jsmf_dask import _progress
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output
+from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output, write_file
 from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary
 from jsmf_dask.stages.infer import doc_topic_tasks
 
-__all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics"]
+__all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics", "inferred_model"]
+
+#: Beside the parts: which model the weights are under (``{"model": name, "n_topics": K}``).
+INFER_INFO = "_infer.json"
 
 
 def doc_topics_path(root: str) -> str:
@@ -75,7 +79,18 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
         fs, path = get_fs(tmp)
         fs.makedirs(path, exist_ok=True)
         counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp))
+        write_file(join(tmp, INFER_INFO), json.dumps({"model": model, "n_topics": int(B.shape[1])}))
     return InferReport(doc_topics_path(root), model, int(sum(counts)), B.shape[1])
+
+
+def inferred_model(root: str) -> str | None:
+    """The model ``<root>/doc_topics.parquet`` was inferred under (None when absent or written before this was
+    recorded)."""
+    fs, path = get_fs(join(doc_topics_path(root), INFER_INFO))
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "rb") as f:
+        return json.loads(f.read())["model"]
 
 
 def read_doc_topics(root: str):

@@ -31,7 +31,7 @@ from jsmf_dask.render import figures
 from jsmf_dask.render.page import Section, report_html, table_html
 from jsmf_dask.stages.evaluate import pca_coordinates, read_rows
 
-__all__ = ["report", "report_dir"]
+__all__ = ["report", "report_dir", "report_model"]
 
 
 def report_dir(root: str) -> str:
@@ -62,6 +62,14 @@ def _default_model(models: dict[str, FittedModel]) -> str:
             if m.attrs.get("params", {}).get("rectifier") == rectifier and k_of(m) in baselines:
                 return name
     return _pick(models, None, "ap") or _pick(models, None, "dc") or next(iter(models))
+
+
+def report_model(root: str) -> str:
+    """The model ``report`` shows when none is named (see :func:`_default_model`)."""
+    names = list_models(root)
+    if not names:
+        raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")
+    return _default_model({n: open_model(root, n) for n in names})
 
 
 def _topics_table(model: FittedModel, words: list[str], anchors: np.ndarray | None = None) -> str:
@@ -221,7 +229,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             f"the rectified C ({main}), in the middle and on the right. A from the rectified C is doubly "
             "non-negative."], "", {"Figure 3 analogue": png}))
 
-    if m.trace and len(m.trace.get("relative_change", [])):
+    if m.attrs.get("params", {}).get("rectifier") in ("ap", "enn") and len(m.trace.get("relative_change", [])):
         png = figures.ap_trace(m.trace)
         images["ap-trace.png"] = png
         title = "ENN (ε-non-negative rectification) trace" if "correction_sum" in m.trace else \

@@ -1,0 +1,106 @@
+"""``report --ldavis``: a model as pyLDAvis's interactive view → ``<root>/report/ldavis-<model>.html``.
+
+pyLDAvis (Sievert & Shirley 2014; ``pip install pyLDAvis``, optional) draws
+the topics from five inputs, all of which a run root holds: the topic–word
+distributions (the model's ``B``, transposed), each document's topic weights
+and length (a refined model's own ``doc_topics/``, or ``<root>/doc_topics.parquet``
+when ``jsmf infer`` wrote it under this model), the vocabulary (with
+``labels.parquet`` applied) and the words' corpus frequencies (``vocab.parquet``'s
+``tf``). Words a topic gives probability 0 (anchor-word models have many) are
+shown at ``PROBABILITY_FLOOR``, because pyLDAvis takes logarithms of them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow.dataset as ds
+
+from jsmf_dask.exceptions import JSMFError, StoreError
+from jsmf_dask.io.fs import arrow_fs, get_fs, join, write_file
+from jsmf_dask.io.model_store import open_model
+from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
+from jsmf_dask.pipeline.infer import doc_topics_path, inferred_model, read_doc_topics
+
+__all__ = ["ldavis_inputs", "export_ldavis", "ldavis_path", "require_pyldavis", "PROBABILITY_FLOOR"]
+
+PROBABILITY_FLOOR = 1e-12
+
+
+def ldavis_path(root: str, model: str) -> str:
+    """``<root>/report/ldavis-<model>.html``."""
+    return join(root, "report", f"ldavis-{model}.html")
+
+
+def require_pyldavis():
+    """The pyLDAvis module, or a :class:`JSMFError` that says how to install it."""
+    try:
+        import pyLDAvis
+    except ImportError as err:
+        raise JSMFError("the pyLDAvis export needs pyLDAvis: pip install 'jsmf_dask[ldavis]' "
+                        "(or pip install pyLDAvis)") from err
+    return pyLDAvis
+
+
+def _doc_topics(root: str, model):
+    """The document–topic table (``doc_id``, ``n_tokens``, ``topics``) under ``model``."""
+    fs, path = get_fs(join(model.url, "doc_topics"))
+    if fs.exists(path):  # a refined model: its training documents' normalised γ
+        files = sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet"))
+        return ds.dataset(files, format="parquet", filesystem=arrow_fs(fs)).to_table()
+    if inferred_model(root) == model.name:
+        return read_doc_topics(root)
+    raise StoreError(f"{model.url}: no document–topic weights under model {model.name!r}; run "
+                     f"`jsmf infer {root} --model {model.name}` first (a refined model carries its own)")
+
+
+def ldavis_inputs(root: str, model: str) -> dict[str, object]:
+    """The keyword arguments of ``pyLDAvis.prepare`` for ``model`` of ``root``.
+
+    Returns
+    -------
+    dict
+        ``topic_term_dists`` (K×N, rows sum to 1, floored at :data:`PROBABILITY_FLOOR`),
+        ``doc_topic_dists`` (D×K), ``doc_lengths`` (D), ``vocab`` (N display
+        words) and ``term_frequency`` (N), over the documents with at least one token.
+    """
+    root = os.fspath(root)
+    fitted = open_model(root, model)
+    corpus = corpus_dir(root)
+    vocab = read_vocabulary(corpus)
+    words = vocab.column("word").to_pylist()
+    B = fitted.arrays["B"]
+    if B.shape[0] != len(words):
+        raise StoreError(f"{fitted.url}: B has {B.shape[0]} words but {corpus}/vocab.parquet has {len(words)}")
+    table = _doc_topics(root, fitted)
+    lengths = np.asarray(table.column("n_tokens"), dtype=np.int64)
+    theta = np.asarray(table.column("topics").combine_chunks().flatten(), dtype=np.float64).reshape(-1, B.shape[1])
+    keep = lengths > 0
+    topics = np.maximum(B.T, PROBABILITY_FLOOR)
+    return {
+        "topic_term_dists": topics / topics.sum(axis=1, keepdims=True),
+        "doc_topic_dists": theta[keep],
+        "doc_lengths": lengths[keep],
+        "vocab": display_words(corpus, words),
+        "term_frequency": np.asarray(vocab.column("tf"), dtype=np.int64),
+    }
+
+
+def export_ldavis(root: str, *, model: str) -> str:
+    """Write pyLDAvis's self-contained HTML view of ``model`` to :func:`ldavis_path`; return the path.
+
+    Raises
+    ------
+    JSMFError
+        If pyLDAvis is not installed (checked before anything is read).
+    StoreError
+        If the model has no document–topic weights (see :func:`ldavis_inputs`).
+    """
+    pyLDAvis = require_pyldavis()
+    inputs = ldavis_inputs(root, model)
+    # topics in the model's order (topic k of the view is topic k of B); principal coordinates for the map
+    vis = pyLDAvis.prepare(**inputs, sort_topics=False, n_jobs=1, mds="pcoa")
+    url = ldavis_path(os.fspath(root), model)
+    write_file(url, pyLDAvis.prepared_data_to_html(vis))
+    return url
