@@ -67,7 +67,7 @@ def test_estimator_with_enn_equals_the_pipeline_and_the_kernels(synthetic_root):
     rec = recover_low_rank(low, Z, p, anchors)
     np.testing.assert_allclose(memory.components_, rec.B.T, rtol=0, atol=1e-12)
     np.testing.assert_allclose(memory.topic_topic_, rec.A, rtol=0, atol=1e-12)
-    assert memory.n_iter_ == n_iter and list(memory.rectification_history_["delta"]) == trace.delta
+    assert memory.n_iter_ == n_iter and list(memory.rectification_history_["relative_change"]) == trace.relative_change
     with pytest.raises(InvalidParameterError, match="rectifier='enn' always ends with its non-negativity"):
         RectifiedAnchorWords(n_topics=5, rectifier="enn", end_with="psd").fit_cooccurrence(C)
 
@@ -111,7 +111,7 @@ def test_model_store_and_topics_file(synthetic_root):
     for key in ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues"):
         assert key in model.arrays
     assert model.arrays["B"].shape == (300, 5) and np.allclose(model.arrays["B"].sum(axis=0), 1)
-    assert set(model.trace) == {"delta", "dist_psd", "dist_normalized", "dist_nonnegative", "eig_residual", "n_matmat", "seconds"}
+    assert set(model.trace) == {"delta", "relative_change", "dist_psd", "dist_normalized", "dist_nonnegative", "eig_residual", "n_matmat", "seconds"}
     assert all(v.shape == (10,) for v in model.trace.values())
     assert model.attrs["params"]["rectifier"] == "ap" and model.attrs["n_iter"] == 10
     assert "numpy" in model.attrs["versions"]
