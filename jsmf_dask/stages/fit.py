@@ -408,15 +408,11 @@ def row_block_tasks(kind: str, edges: np.ndarray, *args) -> list[dask.delayed]:
     return tasks
 
 
-def _clipped_rows(iterate: LowRankIterate, rows: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return clipped_entries(iterate, rows)
-
-
 def clipped_entry_tasks(iterate: LowRankIterate, edges: np.ndarray) -> list[dask.delayed]:
     """:func:`~jsmf_dask.kernels.lowrank.clipped_entries` of an AP iterate, a task per row block ((i, j, value) each)."""
     shared = dask.delayed(iterate, pure=True)
     token = tokenize(iterate, edges)
-    return [dask.delayed(_clipped_rows, pure=True)(shared, rows, dask_key_name=f"clipped-{token}-{rows[0]}")
+    return [dask.delayed(clipped_entries, pure=True)(shared, rows, dask_key_name=f"clipped-{token}-{rows[0]}")
             for rows in _tiles(edges)]
 
 
