@@ -225,8 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm-start", metavar="NAME",
                    help="start AP from the eigenvectors of model NAME (the refit after `cooccur --update`)")
     p.add_argument("--path", choices=("auto", "in-task", "tiled"), default="auto",
-                   help="rectification path; auto (default): in one task where the dense C and AP's iterates (about "
-                   "3.5*8*N^2 bytes) fit 80%% of the largest worker's memory limit; else, with the default "
+                   help="rectification path; auto (default): in one task where the dense C and the rectified C (about "
+                   "2.5*8*N^2 bytes) fit 80%% of the largest worker's memory limit; else, with the default "
                    "--rectifier, ENN and low-rank anchors in O(N*K) memory (model k<K>-enn), with --rectifier ap "
                    "the tiled path")
     _add_cluster_options(p)

@@ -25,7 +25,7 @@ from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import check_committed, get_fs, join
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import zarr_store
-from jsmf_dask.kernels.lowrank import symmetric_from_upper
+from jsmf_dask.kernels.rectify import symmetric_from_upper
 
 __all__ = ["low_rank_rectified", "model_path", "topics_path", "ensure_model_group", "create_model", "write_array", "FittedModel", "open_model", "list_models"]
 

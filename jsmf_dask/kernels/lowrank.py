@@ -44,7 +44,7 @@ import scipy.sparse as sps
 
 from jsmf_dask.exceptions import InsufficientMemoryError
 from jsmf_dask.kernels.anchors import greedy_anchors
-from jsmf_dask.kernels.rectify import Eigenpairs, LowRankIterate, block_size, top_eigenpairs
+from jsmf_dask.kernels.rectify import Eigenpairs, LowRankIterate, block_size, symmetric_from_upper, top_eigenpairs
 from jsmf_dask.kernels.recover import recover_weights
 
 __all__ = [
@@ -54,9 +54,7 @@ __all__ = [
     "enn_memory",
     "enn_min_memory",
     "factor",
-    "clipped_entries",
     "row_sums",
-    "symmetric_from_upper",
     "from_iterate",
     "nonnegativity_correction",
     "range_eigenpairs",
@@ -228,51 +226,11 @@ def factor(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     return vectors * np.sqrt(np.maximum(values, 0.0))
 
 
-def clipped_entries(iterate: LowRankIterate, rows: tuple[int, int] | None = None, *,
-                    chunk: int = CHECK_CHUNK) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The entries ``i ≤ j`` of ``max(−L, 0)``, ``L = Y diag(λ) Yᵀ + c``, that are non-zero: ``(i, j, value)``.
-
-    An AP iterate ``max(L, 0)`` is ``L + max(−L, 0)``, low rank plus this
-    sparse part (on real corpora a fraction of a percent of the entries).
-    ``rows`` limits the scan to rows ``[r0, r1)`` (a task's share); every
-    row ``i`` is compared with the columns ``j ≥ i`` only, in chunks of
-    ``chunk`` rows: O(N·K) memory besides the chunk's ``chunk × N``. An iterate
-    without the clip has none.
-    """
-    n = iterate.Y.shape[0]
-    r0, r1 = (0, n) if rows is None else rows
-    if not iterate.clip:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0)
-    scaled = iterate.Y * iterate.lam
-    out_i, out_j, out_v = [], [], []
-    for c0 in range(r0, r1, chunk):
-        c1 = min(c0 + chunk, r1)
-        L = scaled[c0:c1] @ iterate.Y[c0:].T  # rows c0..c1, columns c0..N: the upper part and a triangle
-        L += iterate.c
-        i, j = np.nonzero(L < 0)
-        keep = j >= i  # within the chunk's own columns, the lower triangle belongs to the rows above
-        i, j = i[keep], j[keep]
-        out_i.append(i + c0)
-        out_j.append(j + c0)
-        out_v.append(-L[i, j])
-    return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_v)
-
-
-def symmetric_from_upper(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n: int) -> sps.csr_array:
-    """The symmetric N×N CSR matrix whose entries ``i ≤ j`` are ``(rows, cols, values)``."""
-    off = rows != cols
-    E = sps.coo_array((np.concatenate([values, values[off]]),
-                       (np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]]))), shape=(n, n)).tocsr()
-    E.sum_duplicates()
-    return E
-
-
 def from_iterate(iterate: LowRankIterate, scale: float,
                  upper: tuple[np.ndarray, np.ndarray, np.ndarray]) -> LowRankCooccurrence:
     """An AP iterate divided by ``scale``, ``max(L, 0)/s``, as ``Y Yᵀ + E + r·11ᵀ`` (exact to rounding).
 
-    ``upper`` is :func:`clipped_entries` of ``iterate`` (all rows); ``Y = Y_t diag(√(λ/s))``,
+    ``upper`` is :func:`~jsmf_dask.kernels.rectify.clipped_entries` of ``iterate`` (all rows); ``Y = Y_t diag(√(λ/s))``,
     ``E = max(−L, 0)/s`` and ``r = c/s``.
     """
     n = iterate.Y.shape[0]

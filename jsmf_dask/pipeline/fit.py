@@ -375,7 +375,7 @@ def fit(
     path : {'auto', 'in-task', 'tiled'}, default='auto'
         Rectification path of AP, DC and none (ENN has one: ``low-rank``);
         auto takes the in-task path where its memory
-        (:func:`~jsmf_dask.stages.fit.in_task_memory`, about ``3.5 · 8N²`` bytes)
+        (:func:`~jsmf_dask.stages.fit.in_task_memory`, about ``2.5 · 8N²`` bytes)
         fits 80% of the largest worker's memory limit; otherwise, with the
         default rectifier, the low-rank path (ENN + LAW, O(N·K) memory, the
         model named ``k<K>-enn``), and with an explicit one the tiled path

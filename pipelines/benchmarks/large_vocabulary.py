@@ -8,7 +8,7 @@ processes with ``--memory-limit`` each, every worker's RSS sampled:
 * ``lowrank``: ingest → ``cooccur --rank K`` → ``fit --rectifier enn``;
 * ``dense`` (only where N is at most ``--dense-max-words``): ingest → ``cooccur``
   → ``fit`` (AP in one task, on workers with LocalCluster's default memory, since
-  AP's dense iterates need about 3.5·8N² bytes on one worker).
+  AP in one task needs about 2.5·8N² bytes on one worker).
 
 It prints one row per stage (wall seconds, peak worker RSS) and per route the
 total and the B error (mean L1 over topics after matching) against the truth;
@@ -40,7 +40,7 @@ def route(name: str, docword: Path, run: Path, k: int, truth, args) -> dict:
         shutil.rmtree(run)
     rows: list[dict] = []
     n_words = truth.shape[0]
-    # AP in one task needs about 3.5·8N² bytes on one worker: the dense route gets LocalCluster's default
+    # AP in one task needs about 2.5·8N² bytes on one worker: the dense route gets LocalCluster's default
     # memory per worker (machine memory / workers); the low-rank route the --memory-limit under test.
     limit = args.memory_limit if name == "lowrank" else None
     staged(f"{name} ingest", args.workers,

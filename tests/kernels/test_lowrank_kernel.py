@@ -291,8 +291,8 @@ def test_low_rank_partials_equal_the_dense_partials(with_correction):
 def test_an_ap_iterate_in_low_rank_form_equals_its_dense_clip(seed, n, k, shift, chunk, clip):
     """``max(L, 0)/s`` as ``YYᵀ + E + r·11ᵀ`` (what the model store keeps for AP) equals the dense clip to
     rounding, E holds exactly the clipped entries, and the exact row norms match the dense ones."""
-    from jsmf_dask.kernels.lowrank import clipped_entries, from_iterate
-    from jsmf_dask.kernels.rectify import LowRankIterate
+    from jsmf_dask.kernels.lowrank import from_iterate
+    from jsmf_dask.kernels.rectify import LowRankIterate, clipped_entries
 
     rng = np.random.default_rng(seed)
     k = min(k, n)
@@ -320,8 +320,8 @@ def test_an_ap_iterate_in_low_rank_form_equals_its_dense_clip(seed, n, k, shift,
 def test_a_row_the_clip_emptied_sums_to_exactly_zero():
     """A word that co-occurs with nothing (zero row of Y) is all clip in the low-rank form: L + max(−L, 0)
     cancels to rounding there, and row_sums reports 0, not the ±1e-19 that dividing by would blow up."""
-    from jsmf_dask.kernels.lowrank import clipped_entries, from_iterate
-    from jsmf_dask.kernels.rectify import LowRankIterate
+    from jsmf_dask.kernels.lowrank import from_iterate
+    from jsmf_dask.kernels.rectify import LowRankIterate, clipped_entries
 
     rng = np.random.default_rng(3)
     Y = np.linalg.qr(rng.standard_normal((40, 4)))[0]

@@ -132,7 +132,7 @@ def test_ap_relative_change_is_the_step_over_the_new_iterate():
     op = DenseAP(C)
     _, _, trace, n_iter = alternating_projection(
         op, 120, 4, iterations=4, eig_tol=1e-12,
-        on_cycle=lambda *_: iterates.append(op.dense(op._key).copy()))  # C_t after cycle t
+        on_cycle=lambda *_: iterates.append(op.dense(op._last.iterate)))  # C_t after cycle t
     dense = [C] + iterates
     want = [np.linalg.norm(b - a) / np.linalg.norm(b) for a, b in zip(dense, dense[1:], strict=False)]
     np.testing.assert_allclose(trace.relative_change, want, rtol=1e-10)
@@ -153,8 +153,10 @@ def test_diagonal_completion_recovers_an_exact_low_rank_diagonal(k):
 
 
 @pytest.mark.parametrize("chunk_rows", [None, 7, 64])
-@pytest.mark.parametrize("sparse_fraction", [1.0, 0.0])  # clipped part always sparse, or always dsymm
-def test_fused_pass_equals_dense_formulas(chunk_rows, sparse_fraction, monkeypatch):
+def test_factored_iterates_equal_dense_formulas(chunk_rows):
+    """The factored AP iterate max(L, 0) = L + E: sums, norms, the change from C and from the previous
+    iterate, products, all by algebra on the factors and E, equal the dense formulas on a random L
+    with many clipped entries (rounding only: 1e-12 relative)."""
     rng = np.random.default_rng(4)
     n, k = 130, 6
     Y, _ = np.linalg.qr(rng.standard_normal((n, k)))
@@ -162,7 +164,6 @@ def test_fused_pass_equals_dense_formulas(chunk_rows, sparse_fraction, monkeypat
     C = rng.random((n, n))
     C = C + C.T
     V = rng.standard_normal((n, 9))
-    monkeypatch.setattr(DenseAP, "_SPARSE_FRACTION", sparse_fraction)
     op = DenseAP(C, chunk_rows=chunk_rows)
     delta, total, norm, CV, below_zero = op.compare(None, current, V)
     X = current.block(slice(0, n), slice(0, n))
@@ -176,3 +177,27 @@ def test_fused_pass_equals_dense_formulas(chunk_rows, sparse_fraction, monkeypat
     np.testing.assert_allclose(op.matmat(current, V), X @ V, rtol=0, atol=1e-13 * np.abs(X @ V).max())
     np.testing.assert_array_equal(op.dense(current) >= 0, True)
     np.testing.assert_allclose(op.dense(current), X, rtol=0, atol=1e-15)
+    assert op.frobenius(current) == pytest.approx(np.linalg.norm(X), rel=1e-12)
+
+    def nearby(step: float) -> LowRankIterate:  # a small rotation of Y, other λ and c
+        return LowRankIterate.normalized(np.linalg.qr(Y + step * rng.standard_normal((n, k)))[0],
+                                         current.lam * (1 + step * rng.random(k)))
+
+    # A change of 1e-8 of the norms, where a difference of two large norms would have lost every digit
+    # (measured: the change computed as −‖E₁‖² − ‖E₀‖² − ⟨L₁, E₀⟩ − ⟨L₀, E₁⟩ was 74% off there).
+    tiny = nearby(1e-9)
+    alone = DenseAP(C, chunk_rows=chunk_rows)
+    alone.compare(None, current)
+    X2 = tiny.block(slice(0, n), slice(0, n))
+    assert alone.compare(current, tiny)[0] == pytest.approx(np.linalg.norm(X2 - X), rel=1e-7)
+    # the next cycle: a nearby iterate against this one
+    following = nearby(1e-3)
+    delta, total, norm, CV, below_zero = op.compare(current, following, V)
+    X2 = following.block(slice(0, n), slice(0, n))
+    L2 = LowRankIterate(following.Y, following.lam, following.c, clip=False).block(slice(0, n), slice(0, n))
+    assert 0 < (np.minimum(L2, 0) != np.minimum(L, 0)).sum()  # the clipped set moved
+    assert delta == pytest.approx(np.linalg.norm(X2 - X), rel=1e-9)
+    assert total == pytest.approx(X2.sum(), rel=1e-12)
+    assert norm == pytest.approx(np.linalg.norm(X2), rel=1e-12)
+    assert below_zero == pytest.approx(np.linalg.norm(np.minimum(L2, 0)), rel=1e-12)
+    np.testing.assert_allclose(CV, X2 @ V, rtol=0, atol=1e-13 * np.abs(X2 @ V).max())

@@ -194,11 +194,11 @@ def test_in_task_memory_is_checked_before_starting():
             return {"workers": {"tcp://10.0.0.1:1": {"memory_limit": 4 * 2**30},
                                 "tcp://10.0.0.2:1": {"memory_limit": 8 * 2**30}}}
 
-    need = in_task_memory(15000)  # 3.5 · 8 · 15000² bytes ≈ 5.9 GiB
+    need = in_task_memory(15000)  # 2.5 · 8 · 15000² bytes + 256 MiB ≈ 4.4 GiB: not in 80% of 4 GiB
     assert _fat_worker(FakeClient(), need) == "tcp://10.0.0.2:1"
     with pytest.raises(StoreError, match=r"needs about 8\.\d GiB in one task; the largest worker \(tcp://10\.0\.0\.2:1\) "
                                          r"has a memory limit of 8\.0 GiB\. Start a worker with --memory-limit"):
-        _fat_worker(FakeClient(), in_task_memory(18000))
+        _fat_worker(FakeClient(), in_task_memory(21000))
 
 
 def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
