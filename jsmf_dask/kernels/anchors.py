@@ -5,6 +5,11 @@ The anchors ``S`` are the rows picked by column-pivoted QR of ``C̄ᵀ``: each s
 takes the row with the largest norm left after projecting out the rows
 already taken. Norms are downdated implicitly (``‖r_i‖² −= (q · C̄_i)²``), so
 ``C̄`` is never modified and is touched only through ``C̄ q`` products.
+
+Rows whose residuals tie to rounding (two words with the same row, which a
+rank-K rectified ``C`` makes exactly equal) go to the lowest index: without
+that, which of them is picked depends on the order C's sums were taken in
+(worker counts, tile sizes).
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from collections.abc import Callable
 import numpy as np
 
 __all__ = ["greedy_anchors"]
+
+#: Residuals within this fraction of the largest row norm² of the best one are a tie (rounding of the
+#: downdates and of C's summation order moves them by about 1e-15 of it).
+TIE = 1e-12
 
 
 def greedy_anchors(
@@ -55,11 +64,13 @@ def greedy_anchors(
     allowed = np.ones(residual.shape, dtype=bool) if candidates is None else np.asarray(candidates, bool).copy()
     basis: list[np.ndarray] = []
     anchors, pivots = [], []
+    window = TIE * float(np.max(row_norms2, initial=0.0))
     for _ in range(k):
         scores = np.where(allowed, residual, -np.inf)
-        i = int(np.argmax(scores))
-        if not np.isfinite(scores[i]) or scores[i] <= 0:
+        best = float(scores.max(initial=-np.inf))
+        if not np.isfinite(best) or best <= 0:
             raise ValueError(f"only {len(anchors)} linearly independent candidate rows; cannot pick {k} anchors")
+        i = int(np.flatnonzero(scores >= best - window)[0])  # ties to the lowest index
         q = np.array(row(i), dtype=np.float64, copy=True)
         for _ in range(2):  # Gram–Schmidt twice is enough for orthogonality to working precision
             for b in basis:

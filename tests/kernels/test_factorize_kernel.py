@@ -49,6 +49,19 @@ def test_greedy_anchors_by_hand():
     assert anchors.tolist() == [1, 2]
 
 
+@pytest.mark.parametrize("nudge", [-1e-15, 0.0, 1e-15])
+def test_rows_tied_to_rounding_go_to_the_lowest_index(nudge):
+    """Two equal rows (two words a rank-K C makes identical): whichever rounding makes larger, the first is
+    picked, so anchors do not depend on the order C was summed in; a real difference still decides."""
+    R = np.array([[0.0, 2.0, 0], [1.0, 0, 1.0], [1.0, 0, 1.0], [0, 0, 0.5]])
+    R[2] *= 1 + nudge
+    anchors, _ = greedy_anchors(2, lambda i: R[i], lambda q: R @ q, (R**2).sum(1))
+    assert anchors.tolist() == [0, 1]
+    R[2] *= 1 + 1e-9  # far above rounding: the larger row wins
+    anchors, _ = greedy_anchors(2, lambda i: R[i], lambda q: R @ q, (R**2).sum(1))
+    assert anchors.tolist() == [0, 2]
+
+
 def test_anchors_refuse_when_rank_is_short():
     R = np.array([[1.0, 0], [2.0, 0]])
     with pytest.raises(ValueError, match="linearly independent"):

@@ -44,12 +44,16 @@ def reference_ap(C: np.ndarray, k: int, iterations: int) -> np.ndarray:
     return X / X.sum()
 
 
-def test_top_eigenpairs_against_eigh():
+@pytest.mark.parametrize("cold", ["lobpcg", "arpack"])
+def test_top_eigenpairs_against_eigh(cold):
     C = noisy_cooccurrence(120, 6, seed=1)
     w, V = np.linalg.eigh(C)
-    eig = top_eigenpairs(lambda X: C @ X, 120, 6, tol=1e-10)
+    eig = top_eigenpairs(lambda X: C @ X, 120, 6, tol=1e-10, cold=cold)
     np.testing.assert_allclose(eig.values, w[::-1][:6], rtol=1e-9)
     assert eig.residual < 1e-10
+    if cold == "arpack":  # the whole block was solved for: its basis spans the top 11 eigenvectors
+        assert eig.basis.shape == (120, 11)
+        np.testing.assert_allclose(np.linalg.svd(eig.basis.T @ V[:, ::-1][:, :11], compute_uv=False), 1.0, atol=1e-8)
     # eigenvectors up to sign
     overlap = np.abs(np.sum(eig.vectors * V[:, ::-1][:, :6], axis=0))
     np.testing.assert_allclose(overlap, 1.0, atol=1e-8)

@@ -151,12 +151,15 @@ def test_bad_input_is_refused_before_anything_is_written(reuters, monkeypatch):
 
 def test_dense_store_too_large_for_one_task_takes_its_eigenpairs_tile_by_tile(reuters, monkeypatch):
     root, _ = reuters
-    direct = fit(root / "dense", n_topics=6, rectifier="enn", min_anchor_df=5, iterations=10, name="direct")
+    # (eig_tol: the start is ARPACK on C in one task, LOBPCG over tiles; solved tightly, they agree)
+    direct = fit(root / "dense", n_topics=6, rectifier="enn", min_anchor_df=5, iterations=10, name="direct",
+                 eig_tol=1e-11)
     # a worker whose memory holds O(N·K) but not the dense C: the start comes from tiled products
     need = fit_module.enn_memory(800, 6)
     monkeypatch.setattr(fit_module, "_largest_memory",
                         lambda client: (None, int(need / fit_module.IN_TASK_SHARE) + 1, "the largest worker (test)"))
-    tiled = fit(root / "dense", n_topics=6, rectifier="enn", min_anchor_df=5, iterations=10, name="tiled")
+    tiled = fit(root / "dense", n_topics=6, rectifier="enn", min_anchor_df=5, iterations=10, name="tiled",
+                eig_tol=1e-11)
     np.testing.assert_array_equal(tiled.anchors, direct.anchors)
     np.testing.assert_allclose(tiled.B, direct.B, rtol=0, atol=1e-7)
 
