@@ -196,7 +196,8 @@ MODEL_LAYOUT: dict[str, Any] = {
         "lambda": {"dtype": "float64", "shape": ["N", "K"],
                    "meaning": "refined models: the topics' variational Dirichlet parameters (B = lambda / column sums)"},
         "doc_topics/part-NNNNN.parquet": {"format": "parquet, the doc_topics schema",
-                                          "meaning": "refined models: each training document's normalised gamma"},
+                                          "meaning": "refined models: each training document's normalised gamma; "
+                                                     "doc_topics/_infer.json names the model and its topics"},
     },
     "attrs": {
         "schema_version": "int", "name": "str", "params": "object: every fit parameter",
@@ -425,7 +426,9 @@ def published_schemas() -> dict[str, str]:
             DOC_TOPICS_SCHEMA,
             "<root>/doc_topics.parquet/part-NNNNN.parquet (jsmf infer): one row per document of the corpus. "
             "topics holds the document's K topic weights (a fixed-size list of K in the files; they sum to 1), "
-            "the simplex-constrained least-squares fit of its word distribution by B (exponentiated gradient).",
+            "the simplex-constrained least-squares fit of its word distribution by B (exponentiated gradient). "
+            "Beside the parts, _infer.json: {model, n_topics, topics}, topics[k] naming column k of topics "
+            "('[anchor] three top words', with corpus labels where the corpus has them).",
         ),
         "cooccurrence.zarr.json": {"schema_version": SCHEMA_VERSION, **COOCCURRENCE_LAYOUT},
         "model.zarr.json": {"schema_version": SCHEMA_VERSION, **MODEL_LAYOUT},

@@ -52,7 +52,7 @@ from jsmf_dask.stages.fit import (
     write_small,
 )
 
-__all__ = ["FitResult", "CycleRecord", "choose_path", "convergence_issues", "fit", "RECTIFIERS", "default_name", "write_topics"]
+__all__ = ["FitResult", "CycleRecord", "topic_labels", "choose_path", "convergence_issues", "fit", "RECTIFIERS", "default_name", "write_topics"]
 
 RECTIFIERS = ("ap", "dc", "enn", "none")
 PATHS = ("auto", "in-task", "tiled")
@@ -62,6 +62,17 @@ END_WITH = ("nonnegative", "psd")
 def default_name(n_topics: int, rectifier: str) -> str:
     """``k20-ap`` for K = 20 with AP."""
     return f"k{n_topics}-{rectifier}"
+
+
+def topic_labels(B: np.ndarray, anchors: np.ndarray, words: list[str], n: int = 3) -> list[str]:
+    """A name per topic: its anchor word in brackets (a model with anchors), then its ``n`` most probable words.
+
+    ``words`` are the words as shown (:func:`~jsmf_dask.io.parquet.display_words`: with item labels,
+    ``ingest(labels=...)``, those labels, e.g. film titles).
+    """
+    order = np.argsort(-B, axis=0, kind="stable")[:n]
+    return [(f"[{words[anchors[k]]}] " if k < len(anchors) else "") + " ".join(words[i] for i in order[:, k])
+            for k in range(B.shape[1])]
 
 
 @dataclass
@@ -85,10 +96,13 @@ class FitResult:
         order = np.argsort(-self.B, axis=0, kind="stable")[:n]
         return [[self.words[i] for i in order[:, k]] for k in range(self.B.shape[1])]
 
+    def labels(self, n: int = 3) -> list[str]:
+        """A short name per topic (:func:`topic_labels`)."""
+        return topic_labels(self.B, self.anchors, self.words, n)
+
     def lines(self, n: int = 20) -> list[str]:
-        """One line per topic: the anchor word in brackets (if the model has anchors), then the top words."""
-        return [f"{k:3d} " + (f"[{self.words[self.anchors[k]]}] " if k < len(self.anchors) else "") + " ".join(top)
-                for k, top in enumerate(self.top_words(n))]
+        """One line per topic: its number, then :meth:`labels` with the ``n`` top words."""
+        return [f"{k:3d} {label}" for k, label in enumerate(self.labels(n))]
 
 
 class TiledAP:

@@ -18,12 +18,14 @@ from jsmf_dask import _progress
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output, write_file
 from jsmf_dask.io.model_store import list_models, open_model
-from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_vocabulary
+from jsmf_dask.pipeline.fit import topic_labels
 from jsmf_dask.stages.infer import doc_topic_tasks
 
-__all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics", "inferred_model"]
+__all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics", "inferred_model", "topic_info"]
 
-#: Beside the parts: which model the weights are under (``{"model": name, "n_topics": K}``).
+#: Beside the parts: which model the weights are under and what its topics are
+#: (``{"model": name, "n_topics": K, "topics": [label, ...]}``, labels from :func:`topic_info`).
 INFER_INFO = "_infer.json"
 
 
@@ -71,7 +73,8 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     fitted = open_model(root, model)
     B = fitted.arrays["B"]
     corpus = corpus_dir(root)
-    n_words = read_vocabulary(corpus).num_rows
+    words = read_vocabulary(corpus).column("word").to_pylist()
+    n_words = len(words)
     if B.shape[0] != n_words:
         raise StoreError(f"{fitted.url}: B has {B.shape[0]} words but {corpus}/vocab.parquet has {n_words}")
     blocks = list_blocks(corpus)
@@ -79,8 +82,16 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
         fs, path = get_fs(tmp)
         fs.makedirs(path, exist_ok=True)
         counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp))
-        write_file(join(tmp, INFER_INFO), json.dumps({"model": model, "n_topics": int(B.shape[1])}))
+        write_file(join(tmp, INFER_INFO), topic_info(model, B, fitted.arrays.get("anchors", ()),
+                                                     display_words(corpus, words)))
     return InferReport(doc_topics_path(root), model, int(sum(counts)), B.shape[1])
+
+
+def topic_info(model: str, B, anchors, words: list[str]) -> str:
+    """The JSON written beside a ``doc_topics`` directory (:data:`INFER_INFO`): the model and a label per
+    topic (:func:`~jsmf_dask.pipeline.fit.topic_labels`), so that column k of ``topics`` has a name."""
+    return json.dumps({"model": model, "n_topics": int(B.shape[1]), "topics": topic_labels(B, anchors, words)},
+                      ensure_ascii=False)
 
 
 def inferred_model(root: str) -> str | None:

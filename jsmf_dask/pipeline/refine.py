@@ -28,7 +28,7 @@ import zarr
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
-from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output
+from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output, write_file
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, topics_path, write_array
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
@@ -37,6 +37,7 @@ from jsmf_dask.kernels.metrics import topic_changes
 from jsmf_dask.kernels.variational import dirichlet_expectation, moment_alpha, topic_bound, topics_from_model
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.pipeline.fit import FitResult, write_topics
+from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
 from jsmf_dask.stages.refine import SweepParams, finish_tasks, gamma_dir, sweep_tasks
 
 __all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line"]
@@ -219,6 +220,8 @@ def refine(
         final_bound = (final.bound + topic_bound(lam, eta)) / final.n_tokens
         remove(scratch)
         B = lam / lam.sum(axis=0, keepdims=True)
+        shown = display_words(corpus, words)
+        write_file(join(tmp, "doc_topics", INFER_INFO), topic_info(name, B, np.zeros(0, dtype=np.int64), shown))
         A = final.topic_topic / final.topic_topic.sum() if final.topic_topic.sum() > 0 else np.full((k, k), 1 / k**2)
         p_word = counts.sum(axis=1) / counts.sum()
         # the bound entering sweep s+1 is the bound after sweep s; the last comes from the final pass
@@ -253,7 +256,7 @@ def refine(
         }
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
     result = RefineResult(name, np.zeros(0, dtype=np.int64), B, A, np.full_like(A, np.nan),
-                          display_words(corpus, words), trace,
+                          shown, trace,
                           np.zeros(0), len(records), model_path(root, name), attrs, source=model, source_B=B0)
     write_topics(topics_path(root, name), result)
     return result

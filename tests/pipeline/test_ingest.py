@@ -229,7 +229,7 @@ def test_a_directory_of_uci_files_is_read_as_uci(tmp_path):
 def test_item_labels_are_shown_in_topics(tmp_path):
     import dask
 
-    from jsmf_dask import cooccur, fit
+    from jsmf_dask import cooccur, fit, infer, refine
     from jsmf_dask.io.parquet import display_words
 
     rng = np.random.default_rng(0)
@@ -251,9 +251,19 @@ def test_item_labels_are_shown_in_topics(tmp_path):
     with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
         cooccur(tmp_path / "run")
         model = fit(tmp_path / "run", n_topics=2, min_anchor_df=0)
+        infer(tmp_path / "run")
+        refined = refine(tmp_path / "run", model="k2-ap", sweeps=2)
     shown = (tmp_path / "run" / "topics" / "k2-ap.txt").read_text()
     assert "Movie 1, the sequel" in shown and "Movie 12, the sequel" in shown
     assert model.words == display_words(corpus, words)
+    # doc_topics name their topic columns with the labels: "[anchor] top 3", as the topics file begins
+    for where, fitted in ((tmp_path / "run" / "doc_topics.parquet", model),
+                          (tmp_path / "run" / "model.zarr" / refined.name / "doc_topics", refined)):
+        info = json.loads((where / "_infer.json").read_text(encoding="utf-8"))
+        assert info["model"] == fitted.name and info["n_topics"] == 2
+        assert info["topics"] == fitted.labels() == [line[4:] for line in fitted.lines(3)]
+        assert all("the sequel" in label for label in info["topics"])
+    assert info["topics"][0].count("Movie") == 3 and not info["topics"][0].startswith("[")  # refined: no anchors
     # an append keeps the labels
     (tmp_path / "more.csv").write_text("userId,movieId,rating\nv1,3,5\nv1,4,5\nv1,5,4\nv1,6,4\nv1,2,5\n")
     ingest(tmp_path / "run", [str(tmp_path / "more.csv")], format="ratings", append=True)
