@@ -5,8 +5,10 @@ sums to 1), ``A_least_squares`` (the Baseline's A, labelled), ``weights``
 (p(z|w), N×K), ``p_word`` (N), the rectified C: for AP and ENN models in
 low-rank form, ``Y diag(max(eigenvalues, 0)) Yᵀ + E + shift`` (``Y``,
 ``eigenvalues``, E's upper triangle in ``correction/*``, ``attrs["low_rank"]``),
-for the Baseline and DC dense as ``C_rect`` (tiled like ``cooc.zarr``, with
-``Y`` and ``eigenvalues`` its top-K eigenpairs); ``trace/*`` (the
+for the Baseline and DC as a reference to ``cooc.zarr``'s C with the scale it
+was divided by and, for DC, the completed diagonal (``rectified_diagonal``,
+``attrs["rectified"]``; ``Y`` and ``eigenvalues`` its top-K eigenpairs), checked
+against the store's provenance when read; ``trace/*`` (the
 rectification trace, one value per iteration). Attrs: every parameter, the library versions, the provenance of
 the co-occurrence store and derived figures.
 """
@@ -24,13 +26,22 @@ from zarr.codecs import ZstdCodec
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import check_committed, get_fs, join
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.io.zarr_store import StoredRows, cooc_path, zarr_store
 from jsmf_dask.kernels.rectify import symmetric_from_upper
 
-__all__ = ["low_rank_rectified", "model_path", "topics_path", "ensure_model_group", "create_model", "write_array", "FittedModel", "open_model", "list_models"]
+__all__ = ["low_rank_rectified", "stored_rectified", "provenance", "model_path", "topics_path", "ensure_model_group",
+           "write_array", "FittedModel", "open_model", "list_models"]
 
 _CONFIG = {"write_empty_chunks": True}
-SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective", "alpha")
+SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective", "alpha",
+         "rectified_diagonal")
+#: The attrs of ``cooc.zarr`` that identify the C a model was fitted on (recorded as its ``cooccurrence`` attrs).
+PROVENANCE = ("n_docs", "n_tokens", "entry_sum", "corpus_manifest")
+
+
+def provenance(store_attrs: dict) -> dict:
+    """What a model records of the co-occurrence store it was fitted on (:data:`PROVENANCE` and the form)."""
+    return {k: store_attrs[k] for k in PROVENANCE} | {"form": store_attrs.get("form", "dense")}
 
 
 def model_path(root: str, name: str) -> str:
@@ -48,15 +59,6 @@ def ensure_model_group(root: str) -> None:
     zarr.open_group(zarr_store(join(root, "model.zarr")), mode="a", zarr_format=3)
 
 
-def create_model(url: str, n_words: int, tile_size: int) -> None:
-    """Create the model group at ``url`` with the tiled ``C_rect`` array pre-created."""
-    group = zarr.open_group(zarr_store(url), mode="a", zarr_format=3)
-    group.create_array(
-        "C_rect", shape=(n_words, n_words), chunks=(tile_size, tile_size), dtype="float64",
-        compressors=ZstdCodec(level=1), fill_value=0.0, config=_CONFIG,
-    )
-
-
 def write_array(url: str, name: str, values: np.ndarray) -> None:
     """Write a small array (whole) into the model group at ``url``."""
     group = zarr.open_group(zarr_store(url), mode="a")
@@ -67,7 +69,7 @@ def write_array(url: str, name: str, values: np.ndarray) -> None:
 
 @dataclass(frozen=True)
 class FittedModel:
-    """An opened model group: small arrays loaded, ``C_rect`` left on disk."""
+    """An opened model group (``root`` the run root it belongs to): small arrays loaded."""
 
     url: str
     name: str
@@ -75,13 +77,14 @@ class FittedModel:
     arrays: dict[str, np.ndarray]
     trace: dict[str, np.ndarray]
     group: zarr.Group
+    root: str
 
     def rectified_C(self) -> np.ndarray:
         """The rectified C as a dense N×N array, whichever form the store keeps (loads N² floats: small N only)."""
-        if "C_rect" in self.group:
-            return self.group["C_rect"][...]
-        U, s, E = low_rank_rectified(self)
-        return (U * s) @ U.T + E.toarray()
+        if "correction" in self.group:
+            U, s, E = low_rank_rectified(self)
+            return (U * s) @ U.T + E.toarray()
+        return stored_rectified(self).rows(slice(None))
 
 
 def open_model(root: str, name: str) -> FittedModel:
@@ -103,7 +106,7 @@ def open_model(root: str, name: str) -> FittedModel:
         raise StoreError(f"{url}: attribute 'schema_version' is {attrs.get('schema_version')!r}; expected {SCHEMA_VERSION}")
     arrays = {k: group[k][...] for k in SMALL if k in group}
     trace = {k: group["trace"][k][...] for k in group["trace"].array_keys()} if "trace" in group else {}
-    return FittedModel(url, name, attrs, arrays, trace, group)
+    return FittedModel(url, name, attrs, arrays, trace, group, root)
 
 
 def list_models(root: str) -> list[str]:
@@ -118,11 +121,34 @@ def list_models(root: str) -> list[str]:
     )
 
 
+def stored_rectified(model: FittedModel) -> StoredRows:
+    """A Baseline's or DC model's rectified C: ``cooc.zarr``'s C divided by the recorded scale, DC's diagonal.
+
+    Raises
+    ------
+    StoreError
+        If the model keeps its rectified C in low-rank form (AP, ENN), or the
+        co-occurrence store is no longer the one it was fitted on (rebuilt or
+        updated since: the model must be refitted).
+    """
+    rectified = model.attrs.get("rectified")
+    if rectified is None:
+        raise StoreError(f"{model.url}: the rectified C is kept in low-rank form (an AP or ENN model)")
+    url = cooc_path(model.root)
+    store_attrs = dict(zarr.open_group(zarr_store(url, read_only=True), mode="r").attrs)
+    if provenance(store_attrs) != model.attrs.get("cooccurrence"):
+        raise StoreError(
+            f"{model.url}: model {model.name!r} keeps its rectified C as a reference to {url}, which has changed "
+            "since it was fitted (cooccur --update or a rebuild); refit the model"
+        )
+    return StoredRows(url, "C", float(rectified["scale"]), model.arrays.get("rectified_diagonal"))
+
+
 def low_rank_rectified(model: FittedModel) -> tuple[np.ndarray, np.ndarray, sps.csr_array]:
     """An AP or ENN model's rectified C as ``(U, s, E)`` with ``C = U diag(s) Uᵀ + E``: ``U = [Y, 1]``,
     ``s = [max(eigenvalues, 0), shift]`` and ``E`` rebuilt symmetric from its stored upper triangle."""
     if "correction" not in model.group:
-        raise StoreError(f"{model.url}: no low-rank rectified C (a Baseline or DC model: see C_rect)")
+        raise StoreError(f"{model.url}: no low-rank rectified C (a Baseline or DC model: see stored_rectified)")
     Y, values = model.arrays["Y"], model.arrays["eigenvalues"]
     n = Y.shape[0]
     g = model.group["correction"]

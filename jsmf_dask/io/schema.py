@@ -175,13 +175,14 @@ MODEL_LAYOUT: dict[str, Any] = {
         "p_word": {"dtype": "float64", "shape": ["N"], "meaning": "row sums of the rectified C"},
         "Y": {"dtype": "float64", "shape": ["N", "K"],
               "meaning": "AP and ENN: the eigenvectors of the rectified C's low-rank factor; DC and none: the top-K "
-                         "eigenvectors of C_rect"},
+                         "eigenvectors of the rectified C"},
         "eigenvalues": {"dtype": "float64", "shape": ["K"], "meaning": "the eigenvalues that go with Y"},
-        "C_rect": {"dtype": "float64", "shape": ["N", "N"], "chunks": ["tile", "tile"],
-                   "meaning": "the rectified C (sums to 1), dense: DC and none (Baseline) models only"},
+        "rectified_diagonal": {"dtype": "float64", "shape": ["N"],
+                               "meaning": "DC models: the diagonal of the rectified C, which is otherwise cooc.zarr's C "
+                                          "divided by attrs.rectified.scale"},
         "correction/rows, correction/cols, correction/values": {
             "dtype": "int64, int64, float64", "shape": ["nnz"],
-            "meaning": "AP and ENN models (no C_rect): the upper triangle of the sparse part E of the rectified C "
+            "meaning": "AP and ENN models: the upper triangle of the sparse part E of the rectified C "
                        "(ENN: its non-negativity correction; AP: what its last clip added, max(-L, 0)); "
                        "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + attrs.low_rank.shift"},
         "trace/<key>": {"dtype": "float64", "shape": ["iterations"],
@@ -207,6 +208,9 @@ MODEL_LAYOUT: dict[str, Any] = {
         "heldout_fraction": "float: the documents held out of training (see cooc.zarr); evaluate scores "
                             "held-out perplexity only on fractions up to this",
         "low_rank": "AP and ENN models: {shift, correction_nnz, correction_sum, form} of the low-rank rectified C",
+        "rectified": "DC and none (Baseline) models: {form, scale}: the rectified C is cooc.zarr's C / scale (DC: "
+                     "with rectified_diagonal), read from the store while its provenance equals attrs.cooccurrence "
+                     "(after cooccur --update or a rebuild, refit)",
         "source": "refined models: {name, rectifier} of the model refinement started from",
         "training": "refined models: {n_docs, n_tokens} trained on",
         "bound_per_word": "refined models: the final evidence lower bound per training token",

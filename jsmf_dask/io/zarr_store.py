@@ -8,6 +8,7 @@ a written zero tile exists on disk like any other.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "CooccurrenceStore",
     "open_cooccurrence",
     "stored_heldout_fraction",
+    "StoredRows",
 ]
 
 _ARRAY_CONFIG = {"write_empty_chunks": True}
@@ -206,3 +208,66 @@ def stored_heldout_fraction(root: str) -> float:
     if not fs.exists(path):
         return 0.0
     return float(zarr.open_group(zarr_store(url, read_only=True), mode="r").attrs.get("heldout_fraction", 0.0))
+
+
+@dataclass(frozen=True, eq=False)
+class StoredRows:
+    """Rows of an N×N array kept in a Zarr store, divided by ``scale``, with the diagonal replaced by ``diagonal``.
+
+    The Baseline's rectified C is ``cooc.zarr``'s C divided by its sum, and
+    DC's the same with a completed diagonal: a model keeps only the scale and
+    that diagonal (N floats) and reads the rest from the co-occurrence store,
+    instead of a second N×N array (140 MB at N = 5,000). ``StoredRows(url,
+    "C")`` is the store's C itself.
+
+    Attributes
+    ----------
+    url : str
+        The Zarr group holding the array.
+    name : str
+        The N×N array (``"C"``).
+    scale : float
+        What the stored entries are divided by.
+    diagonal : ndarray, shape (N,), optional
+        The diagonal of the result (after the scale); None keeps the stored one.
+    """
+
+    url: str
+    name: str = "C"
+    scale: float = 1.0
+    diagonal: np.ndarray | None = None
+
+    def array(self) -> zarr.Array:
+        """The stored N×N array."""
+        return zarr.open_group(zarr_store(self.url, read_only=True), mode="r")[self.name]
+
+    def rows(self, index: np.ndarray | slice) -> np.ndarray:
+        """Rows ``index`` (an index array in any order, or a slice) as a dense array."""
+        arr = self.array()
+        if isinstance(index, slice):
+            index = np.arange(*index.indices(arr.shape[0]))
+        index = np.asarray(index, dtype=np.int64)
+        if index.size and index[-1] - index[0] == index.size - 1 and (np.diff(index) == 1).all():
+            out = arr[int(index[0]) : int(index[-1]) + 1, :]  # a block of rows: one slice
+        else:
+            out = arr.oindex[index, :]
+        if self.scale != 1.0:
+            out /= self.scale
+        if self.diagonal is not None:
+            out[np.arange(index.size), index] = self.diagonal[index]
+        return out
+
+    def to_dask(self):
+        """The whole matrix as a lazy dask array over the store's chunks."""
+        import dask.array as da
+
+        X = da.from_zarr(self.array())
+        if self.scale != 1.0:
+            X = X / self.scale
+        if self.diagonal is not None:
+            X = X + da.diag(da.from_array(self.diagonal, chunks=X.chunks[0]) - da.diagonal(X))
+        return X
+
+    def __dask_tokenize__(self):
+        return (StoredRows, self.url, self.name, self.scale,
+                None if self.diagonal is None else hashlib.sha256(self.diagonal.tobytes()).hexdigest())

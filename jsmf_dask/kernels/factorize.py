@@ -53,7 +53,8 @@ class Rectified:
         (``max(YΛYᵀ + c, 0)``, or ``YΛ⁺Yᵀ`` after a last PSD step): what the
         model store keeps instead of the N×N array.
     scale : float
-        The sum ``C`` was divided by.
+        The sum ``C`` was divided by (DC: the completed matrix's; its off-diagonal
+        entries are C's divided by it).
     """
 
     C: np.ndarray
@@ -119,12 +120,16 @@ def rectify(
         return Rectified(out, eig, trace.as_arrays(), n_iter, iterate, scale)
     if rectifier == "dc":
         out = diagonal_completion(C, n_topics, permutations=dc_permutations, rng=rng)
+        # its off-diagonal entries are C's divided by the completed matrix's sum
+        off_diagonal = float(C.sum() - np.trace(C))
+        scale = off_diagonal / float(out.sum() - np.trace(out)) if off_diagonal > 0 else 1.0
     elif rectifier == "none":
-        out = C / C.sum()
+        scale = float(C.sum())
+        out = C / scale
     else:
         raise ValueError(f"unknown rectifier {rectifier!r}")
     eig = top_eigenpairs(lambda V: out @ V, n, n_topics, tol=eig_tol, rng=rng, cold="arpack")
-    return Rectified(out, eig)
+    return Rectified(out, eig, scale=scale)
 
 
 def find_anchors(

@@ -2,7 +2,7 @@
 
 Each model is measured against the original ``C`` (``cooc.zarr``), as in the
 paper (§4: ``B`` and ``A`` come from the rectified ``C``, the measures use the
-original), and against its own rectified ``C`` (``C_rect``), labelled as such.
+original), and against its own rectified ``C``, labelled as such.
 Only recovery, approximation and specificity involve ``C``; dominancy,
 dissimilarity and coherence depend on the model (and the corpus's document
 frequencies) alone, so they are the same under both labels.
@@ -21,9 +21,9 @@ from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
-from jsmf_dask.io.model_store import FittedModel, list_models, open_model
+from jsmf_dask.io.model_store import FittedModel, list_models, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary
-from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, stored_heldout_fraction
+from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
 from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR
 from jsmf_dask.kernels.metrics import (
     approximation,
@@ -37,7 +37,7 @@ from jsmf_dask.kernels.metrics import (
 from jsmf_dask.kernels.variational import moment_alpha
 from jsmf_dask.io.model_store import low_rank_rectified
 from jsmf_dask.kernels.metrics import low_rank_partials
-from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, corpus_codoc_task, fit_partials_tasks, read_rows
+from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, corpus_codoc_task, fit_partials_tasks
 
 __all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS", "heldout_perplexity",
            "document_prior"]
@@ -60,18 +60,18 @@ def _has_anchors(model: FittedModel) -> bool:
     return bool(anchors is not None and anchors.size and (anchors >= 0).all())
 
 
-def _against(url: str, name: str, model: FittedModel, block: int) -> dict[str, Any]:
+def _against(source: StoredRows, model: FittedModel, block: int) -> dict[str, Any]:
     """Recovery, approximation, dominancy and specificity against one stored C."""
     B, A = model.arrays["B"], model.arrays["A"]
     anchors = model.arrays.get("anchors")
     has_anchors = _has_anchors(model)
     Cbar_S = W = None
     if has_anchors:
-        rows = read_rows(url, name, anchors)
+        rows = source.rows(anchors)
         p_S = rows.sum(axis=1)
         Cbar_S = rows / np.where(p_S > 0, p_S, 1.0)[:, None]
         W = model.arrays.get("weights")
-    (parts, p), = _progress.compute(fit_partials_tasks(url, name, B, A, W=W if has_anchors else None,
+    (parts, p), = _progress.compute(fit_partials_tasks(source, B, A, W=W if has_anchors else None,
                                                          Cbar_S=Cbar_S, block=block))
     return _measures(parts, p, model)
 
@@ -224,16 +224,19 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
                      f"{store.url} stores (exact algebra; the N x N C is never formed); specificity from C's "
                      "exact row sums")
         else:
-            original = _against(store.url, "C", model, block)
+            original = _against(StoredRows(store.url), model, block)
         entry: dict[str, Any] = {
             "n_topics": int(B.shape[1]),
             "rectifier": model.attrs.get("params", {}).get("rectifier"),
             "original_C": original | shared,
         }
-        if "C_rect" in model.group:
-            entry["rectified_C"] = _against(model.url, "C_rect", model, block) | shared
-        elif "correction" in model.group:  # AP, ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
+        if "correction" in model.group:  # AP, ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
             entry["rectified_C"] = _against_low_rank(*low_rank_rectified(model), model) | shared
+        elif "rectified" in model.attrs:  # the Baseline, DC: the store's C, scaled (DC: another diagonal)
+            try:
+                entry["rectified_C"] = _against(stored_rectified(model), model, block) | shared
+            except StoreError as err:  # the store changed since the fit: no rectified C to measure against
+                entry["notes"] = {"rectified_C": str(err)}
         results[name] = entry
     if fraction > 0:
         for name, entry in heldout_perplexity(root, names, fraction, strict=strict).items():
@@ -252,7 +255,8 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
             "coherence_mimno": "the form of Mimno et al. 2011 used by the authors' code: pairs i < j by rank, "
                                "D1 of the higher-ranked word",
             "original_C": "measured against cooc.zarr's C (the paper's measures); B and A are the model's",
-            "rectified_C": "measured against the model's rectified C (C_rect)",
+            "rectified_C": "measured against the model's rectified C (AP, ENN: its low-rank form; the Baseline, "
+                           "DC: cooc.zarr's C divided by the model's scale, DC's diagonal)",
             "heldout": "document completion on the held-out documents (doc_id hash below heldout_fraction): "
                        "theta inferred by variational Bayes under the model's B and document prior from a random "
                        "half of each document's tokens, log sum_k theta_k B_wk of the other half per token "

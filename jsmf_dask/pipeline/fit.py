@@ -27,10 +27,10 @@ from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.cluster import pending_worker_memory
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output, write_file
-from jsmf_dask.io.model_store import create_model, ensure_model_group, model_path, open_model, topics_path
+from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, provenance, topics_path
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, zarr_store
+from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.anchors import greedy_anchors
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence, checked_rows, enn_memory, enn_min_memory, from_iterate
 from jsmf_dask.kernels.rectify import Comparison, LowRankIterate, alternating_projection, top_eigenpairs
@@ -45,7 +45,6 @@ from jsmf_dask.stages.fit import (
     recovery_tasks,
     rectify_in_task,
     row_block_tasks,
-    copy_tasks,
     enn_in_task,
     law_recovery_tasks,
     clipped_entry_tasks,
@@ -271,7 +270,7 @@ def _check_matrix(cooc_url: str, edges: np.ndarray) -> np.ndarray:
     return stats
 
 
-def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: np.ndarray,
+def _rectify_tiled(cooc_url: str, params: RectifyParams, edges: np.ndarray,
                    candidates: np.ndarray | None, c_stats: np.ndarray, on_cycle=None) -> RectifyResult:
     """The tiled path; ``c_stats`` are the row statistics of C from :func:`_check_matrix`."""
     relay = None
@@ -296,28 +295,25 @@ def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: 
             iterate = LowRankIterate(eig.vectors, np.maximum(eig.values, 0.0), 0.0, clip=False)
         total = float(np.vstack(dask.compute(*row_block_tasks("rowstats", edges, iterate)))[:, 0].sum())
         parts = _progress.compute(*clipped_entry_tasks(iterate, edges))
-        low_rank = from_iterate(iterate, total, tuple(np.concatenate(x) for x in zip(*parts, strict=True)))
-        p, norms2 = low_rank.row_sums(), low_rank.row_norms2()
+        rectified = from_iterate(iterate, total, tuple(np.concatenate(x) for x in zip(*parts, strict=True)))
+        p, norms2 = rectified.row_sums(), rectified.row_norms2()
 
         def rows(index: np.ndarray) -> np.ndarray:
-            return low_rank.rows(index)
+            return rectified.rows(index)
 
         def product(q: np.ndarray) -> np.ndarray:
-            return low_rank.matmat(q[:, None])[:, 0]
-    elif params.rectifier == "none":
-        eig = top_eigenpairs(lambda V: op.matmat(None, V), n, params.n_topics, tol=params.eig_tol, rng=rng)
-        _progress.compute(*copy_tasks(cooc_url, model_url, edges, float(c_stats[:, 0].sum())))
-        low_rank = None
-        stored = (model_url, "C_rect")
-        stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, stored)))
-        p, norms2 = stats[:, 0], stats[:, 1]
-        group = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")
+            return rectified.matmat(q[:, None])[:, 0]
+    elif params.rectifier == "none":  # C itself divided by its sum, read from the store (no copy)
+        scale = float(c_stats[:, 0].sum())
+        eig = top_eigenpairs(lambda V: op.matmat(None, V) / scale, n, params.n_topics, tol=params.eig_tol, rng=rng)
+        rectified = StoredRows(cooc_url, "C", scale)
+        p, norms2 = c_stats[:, 0] / scale, c_stats[:, 1] / scale**2
 
         def rows(index: np.ndarray) -> np.ndarray:
-            return np.vstack([group["C_rect"][int(i), :] for i in index])
+            return rectified.rows(index)
 
         def product(q: np.ndarray) -> np.ndarray:
-            return np.vstack(dask.compute(*row_block_tasks("matmat", edges, stored, q[:, None])))[:, 0]
+            return np.vstack(dask.compute(*row_block_tasks("matmat", edges, (cooc_url, "C"), q[:, None])))[:, 0] / scale
     else:
         raise InvalidParameterError("rectifier='dc' runs on the in-task path only (it needs the whole C); "
                                     "use path='in-task' or rectifier='ap'")
@@ -328,7 +324,7 @@ def _rectify_tiled(cooc_url: str, model_url: str, params: RectifyParams, edges: 
                                      lambda q: product(q) / safe, norms2, candidates=usable)
     Cbar_S = rows(anchors) / safe[anchors][:, None]
     C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
-    return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS, low_rank)
+    return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
 
 
 def fit(
@@ -504,26 +500,23 @@ def fit(
     c_stats = _check_matrix(store.url, edges)  # the first pass over C: after every check that needs none
     ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
-        if rectifier != "ap":  # the Baseline's and DC's rectified C is stored dense; AP's in low-rank form
-            create_model(tmp, n, tile)
         if path == "in-task":
             worker = _fat_worker(client, in_task_memory(n))
             placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
             channel = f"fit-{uuid.uuid4().hex}" if on_cycle is not None else None
             with dask.annotate(**placement):
-                task = rectify_in_task(store.url, tmp, params, candidates, progress=channel)
+                task = rectify_in_task(store.url, params, candidates, progress=channel)
             if channel is None:
                 (result,) = _progress.compute(task)
             else:  # one task: its cycles are the progress, not dask's 0%/100% bar
                 with _progress.listen(channel, _cycle_records(on_cycle)), dask.config.set({"jsmf.progress": False}):
                     (result,) = _progress.compute(task)
         else:
-            result = _rectify_tiled(store.url, tmp, params, edges, candidates, c_stats, on_cycle)
+            result = _rectify_tiled(store.url, params, edges, candidates, c_stats, on_cycle)
         Cbar_S = client.scatter(result.Cbar_S, broadcast=True) if client is not None else result.Cbar_S
         rect = result.rectified
-        source = tmp if rect is None else rect
-        if rect is not None and client is not None:
-            source = client.scatter(rect, broadcast=True)
+        dense = isinstance(rect, StoredRows)  # the Baseline, DC: the store's C (scaled, DC's diagonal)
+        source = client.scatter(rect, broadcast=True) if client is not None and not dense else rect
         parts = _progress.compute(*recovery_tasks(source, result.p_word, Cbar_S, result.Cbar_S @ result.Cbar_S.T,
                                                    result.anchors, solver, block=config.get("fit.recover-block")))
         weights = np.vstack([w for w, _, _ in parts])
@@ -538,9 +531,11 @@ def fit(
                 "rectification when rare words are anchors: raise min_anchor_df or use rectifier='ap'",
                 UserWarning, stacklevel=2,
             )
-        if rect is None:
-            (BtC,) = _progress.compute(least_squares_tasks(tmp, B, block=config.get("fit.recover-block")))
+        if dense:
+            (BtC,) = _progress.compute(least_squares_tasks(rect, B, block=config.get("fit.recover-block")))
             stored = {"Y": result.eig.vectors, "eigenvalues": result.eig.values}
+            if rect.diagonal is not None:
+                stored["rectified_diagonal"] = rect.diagonal
         else:
             BtC = rect.rmatmat(np.linalg.pinv(B))
             stored = _low_rank_arrays(rect)
@@ -553,7 +548,11 @@ def fit(
             write_small(tmp, {f"trace/{key}": values})
         attrs = _model_attrs(name, params, solver, min_anchor_df, path, warm_start, path_reason, result.n_iter,
                              convergence, legality, result.eig.residual, store)
-        if rect is not None:
+        if dense:
+            attrs["rectified"] = {"form": "cooc.zarr C / scale" + (", diagonal: rectified_diagonal" if
+                                                                   rect.diagonal is not None else ""),
+                                  "scale": rect.scale}
+        else:
             attrs["low_rank"] = _low_rank_attrs(rect)
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
     fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
@@ -580,8 +579,7 @@ def _model_attrs(name, params: RectifyParams, solver, min_anchor_df, path, warm_
         "tile_size": int(store.attrs["tile_size"]),
         "vocab_hash": store.attrs["vocab_hash"],
         "heldout_fraction": float(store.attrs.get("heldout_fraction", 0.0)),
-        "cooccurrence": {k: store.attrs[k] for k in ("n_docs", "n_tokens", "entry_sum", "corpus_manifest")}
-                        | {"form": store.attrs.get("form", "dense")},
+        "cooccurrence": provenance(store.attrs),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "versions": library_versions(),
     }

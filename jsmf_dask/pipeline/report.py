@@ -11,6 +11,7 @@ unrectified diagonal ``A``, the rectified ``A``), the AP trace, and the
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 
@@ -19,9 +20,9 @@ import numpy as np
 from jsmf_dask import _progress
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
-from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model
+from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
-from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence
+from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence, law_coordinates, principal_coordinates
 from jsmf_dask.kernels.metrics import top_words, topic_changes
 from jsmf_dask.kernels.recover import topic_topic
@@ -29,7 +30,7 @@ from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path, read_me
 from jsmf_dask.pipeline.refine import change_line
 from jsmf_dask.render import figures
 from jsmf_dask.render.page import Section, report_html, table_html
-from jsmf_dask.stages.evaluate import pca_coordinates, read_rows
+from jsmf_dask.stages.evaluate import pca_coordinates
 
 __all__ = ["report", "report_dir", "report_model"]
 
@@ -184,9 +185,10 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             scaled = (vectors * values) / np.where(p_R > 0, p_R, 1.0)[:, None]
             spaces = {f"original C̄ (rank-{store.rank} compression, 2-D PCA)": principal_coordinates(scaled)}
         else:
-            spaces = {"original C̄ (2-D PCA)": pca_coordinates(store.url, "C")}
-        if "C_rect" in m.group:
-            spaces[f"rectified C̄ of {main} (2-D PCA)"] = pca_coordinates(m.url, "C_rect")
+            spaces = {"original C̄ (2-D PCA)": pca_coordinates(StoredRows(store.url))}
+        if "rectified" in m.attrs and "correction" not in m.group:  # the Baseline, DC (unless C changed since)
+            with contextlib.suppress(StoreError):
+                spaces[f"rectified C̄ of {main} (2-D PCA)"] = pca_coordinates(stored_rectified(m))
         elif "correction" in m.group:  # low-rank form (AP, ENN): the rows in LAW's K-dimensional space
             U, s_, E = low_rank_rectified(m)
             k_ = U.shape[1] - 1
@@ -210,7 +212,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             values, vectors = store.eigenpairs(store.rank)
             C_SS = (vectors[anchors] * values) @ vectors[anchors].T
         else:
-            C_SS = read_rows(store.url, "C", anchors)[:, anchors]
+            C_SS = StoredRows(store.url).rows(anchors)[:, anchors]
         A_unrect, _ = topic_topic(C_SS, m.arrays["B"], anchors)
         mats = {}
         if base:

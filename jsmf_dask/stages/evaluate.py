@@ -1,7 +1,7 @@
 """Graph builders for evaluation: the measures that touch N×N data, as row-block tasks.
 
 * :func:`fit_partials_tasks` — one pass over a stored ``C`` (the original in
-  ``cooc.zarr`` or a model's ``C_rect``) giving recovery and approximation
+  ``cooc.zarr``, or the Baseline's or DC's rectified C read from it) giving recovery and approximation
   partials and the row sums ``p(x)``.
 * :func:`codoc_tasks` — the co-document counts among the topics' top words,
   read from ``D2`` by row blocks.
@@ -22,26 +22,20 @@ import zarr
 from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, read_block
-from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.io.zarr_store import StoredRows, zarr_store
 from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, split_tokens
 from jsmf_dask.kernels.metrics import fit_partials
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["read_rows", "fit_partials_tasks", "codoc_tasks", "corpus_codoc_task", "completion_tasks",
-           "pca_coordinates"]
+__all__ = ["fit_partials_tasks", "codoc_tasks", "corpus_codoc_task", "completion_tasks", "pca_coordinates"]
 
 
 def _array(url: str, name: str) -> zarr.Array:
     return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name]
 
 
-def read_rows(url: str, name: str, rows: np.ndarray) -> np.ndarray:
-    """Rows ``rows`` (any order) of the N×N array ``name`` in the store at ``url``."""
-    return _array(url, name).oindex[np.asarray(rows, dtype=np.int64), :]
-
-
-def _fit_rows(url: str, name: str, rows: tuple[int, int], B_rows, BA, W_rows, Cbar_S):
-    C_rows = _array(url, name)[rows[0] : rows[1], :]
+def _fit_rows(source: StoredRows, rows: tuple[int, int], B_rows, BA, W_rows, Cbar_S):
+    C_rows = source.rows(np.arange(*rows))
     return fit_partials(C_rows, B_rows, BA, W_rows, Cbar_S), C_rows.sum(axis=1)
 
 
@@ -53,7 +47,7 @@ def _combine(parts):
 
 
 def fit_partials_tasks(
-    url: str, name: str, B: np.ndarray, A: np.ndarray, *, W: np.ndarray | None = None,
+    source: StoredRows, B: np.ndarray, A: np.ndarray, *, W: np.ndarray | None = None,
     Cbar_S: np.ndarray | None = None, block: int = 1024,
 ) -> dask.delayed:
     """One delayed ``(FitPartials, row sums)`` over all row blocks of the stored ``C``.
@@ -66,7 +60,7 @@ def fit_partials_tasks(
     shared_S = dask.delayed(Cbar_S, pure=True) if Cbar_S is not None else None
     parts = [
         dask.delayed(_fit_rows, pure=True)(
-            url, name, (r0, min(r0 + block, n)), B[r0 : r0 + block], BA,
+            source, (r0, min(r0 + block, n)), B[r0 : r0 + block], BA,
             None if W is None else W[r0 : r0 + block], shared_S,
         )
         for r0 in range(0, n, block)
@@ -115,14 +109,14 @@ def corpus_codoc_task(blocks: list[Block], words: np.ndarray, n_words: int, held
     return parts[0]
 
 
-def pca_coordinates(url: str, name: str, *, seed: int = 0) -> da.Array:
+def pca_coordinates(source: StoredRows, *, seed: int = 0) -> da.Array:
     """Lazy (N, 2): each word's projection on the top two principal axes of the rows of ``C̄``.
 
     ``C̄`` is the stored ``C`` with rows divided by their sums (all-zero rows
     stay zero), centred; the axes come from :func:`dask.array.linalg.svd_compressed`
     with power iterations, chunk by chunk of the store.
     """
-    X = da.from_zarr(url, component=name)
+    X = source.to_dask()
     p = X.sum(axis=1)
     Xbar = X / da.where(p > 0, p, 1.0)[:, None]
     centred = Xbar - Xbar.mean(axis=0)

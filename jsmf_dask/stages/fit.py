@@ -37,7 +37,7 @@ from threadpoolctl import threadpool_limits
 
 from jsmf_dask import _progress
 from jsmf_dask.io.model_store import write_array
-from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.io.zarr_store import StoredRows, zarr_store
 from jsmf_dask.kernels.factorize import find_anchors, rectify
 from jsmf_dask.kernels.lowrank import (
     LowRankCooccurrence,
@@ -59,7 +59,6 @@ __all__ = [
     "least_squares_tasks",
     "row_block_tasks",
     "clipped_entry_tasks",
-    "copy_tasks",
     "write_small",
     "LowRankResult",
     "enn_in_task",
@@ -93,8 +92,9 @@ class RectifyParams:
 class RectifyResult:
     """Outputs of rectification and anchor selection.
 
-    ``rectified`` is AP's rectified C in low-rank form (O(N·K + nnz E)); None
-    for the Baseline and DC, whose rectified C is the store's dense ``C_rect``.
+    ``rectified`` is AP's rectified C in low-rank form (O(N·K + nnz E)), or for
+    the Baseline and DC the co-occurrence store's C with their scale and (DC)
+    diagonal (:class:`~jsmf_dask.io.zarr_store.StoredRows`).
     """
 
     eig: Eigenpairs
@@ -105,7 +105,7 @@ class RectifyResult:
     pivots: np.ndarray
     Cbar_S: np.ndarray
     C_SS: np.ndarray
-    rectified: LowRankCooccurrence | None = None
+    rectified: LowRankCooccurrence | StoredRows
 
 
 def in_task_memory(n_words: int) -> int:
@@ -123,16 +123,8 @@ def _read_dense(url: str, name: str) -> np.ndarray:
     return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name][...]
 
 
-def _write_tiled(url: str, name: str, X: np.ndarray) -> None:
-    arr = zarr.open_group(zarr_store(url), mode="r+")[name]
-    t = arr.chunks[0]
-    n = X.shape[0]
-    for i in range(0, n, t):
-        arr[i : i + t, :] = X[i : i + t, :]
-
-
 def _rectify_in_task(
-    cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None, progress: str | None
+    cooc_url: str, params: RectifyParams, candidates: np.ndarray | None, progress: str | None
 ) -> RectifyResult:
     def on_cycle(cycle: int, of: int, change: float, seconds: float) -> None:
         _progress.report(progress, {"cycle": cycle, "of": of, "relative_change": change, "seconds": seconds})
@@ -146,43 +138,40 @@ def _rectify_in_task(
             rng=np.random.default_rng(params.seed), start=params.start(),
             on_cycle=on_cycle if progress is not None else None,
         )
+        if rect.iterate is None:  # the Baseline, DC: C itself divided by its sum, DC with a new diagonal
+            diagonal = np.diagonal(rect.C).copy() if params.rectifier == "dc" else None
+            rectified = StoredRows(cooc_url, "C", rect.scale, diagonal)
+        else:
+            rectified = from_iterate(rect.iterate, rect.scale, clipped_entries(rect.iterate))
         del C
         C_rect = rect.C
-        low_rank = None
-        if rect.iterate is None:
-            _write_tiled(model_url, "C_rect", C_rect)
-        else:
-            low_rank = from_iterate(rect.iterate, rect.scale, clipped_entries(rect.iterate))
         p = C_rect.sum(axis=1)
         anchors, pivots = find_anchors(C_rect, params.n_topics, candidates=candidates, in_place=True)
         # C_rect now holds C̄; C_SS is read back off its anchor rows.
         Cbar_S = C_rect[anchors].copy()
         C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
-    return RectifyResult(rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, Cbar_S, C_SS, low_rank)
+    return RectifyResult(rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
 
 
 def rectify_in_task(
-    cooc_url: str, model_url: str, params: RectifyParams, candidates: np.ndarray | None, *,
-    progress: str | None = None,
+    cooc_url: str, params: RectifyParams, candidates: np.ndarray | None, *, progress: str | None = None,
 ) -> dask.delayed:
-    """One delayed task: load C, rectify, pick anchors; the rectified C comes back in low-rank form (AP) or is
-    written to the model store as ``C_rect`` (DC, none).
+    """One delayed task: load C, rectify, pick anchors; the rectified C comes back in low-rank form (AP) or as a
+    reference to the store's C with a scale and (DC) a diagonal.
 
     BLAS inside the task uses every core of the worker's machine. With
     ``progress`` (a channel name), each AP cycle is reported there
     (:func:`jsmf_dask._progress.report`).
     """
     return dask.delayed(_rectify_in_task, pure=False)(
-        cooc_url, model_url, params, candidates, progress,
-        dask_key_name=f"rectify-in-task-{params.rectifier}-{tokenize(cooc_url, model_url, params, candidates)}"
+        cooc_url, params, candidates, progress,
+        dask_key_name=f"rectify-in-task-{params.rectifier}-{tokenize(cooc_url, params, candidates)}"
     )
 
 
-def _rectified_rows(source, rows: tuple[int, int]) -> np.ndarray:
-    """Rows ``[r0, r1)`` of the rectified C: a :class:`LowRankCooccurrence`, or a model URL holding ``C_rect``."""
-    if isinstance(source, LowRankCooccurrence):
-        return source.rows(np.arange(*rows))
-    return zarr.open_group(zarr_store(source, read_only=True), mode="r")["C_rect"][rows[0] : rows[1], :]
+def _rectified_rows(source: LowRankCooccurrence | StoredRows, rows: tuple[int, int]) -> np.ndarray:
+    """Rows ``[r0, r1)`` of the rectified C."""
+    return source.rows(np.arange(*rows))
 
 
 def _recover_block(
@@ -209,7 +198,7 @@ def recovery_tasks(
     """One delayed task per block of ``block`` words → ``(weights, objective, unconverged)`` of those words.
 
     ``source`` is the rectified C: a :class:`LowRankCooccurrence` (or a future
-    of one) or the URL of a model holding ``C_rect``. ``Cbar_S`` (K×N) may be
+    of one) or :class:`~jsmf_dask.io.zarr_store.StoredRows`. ``Cbar_S`` (K×N) may be
     an array or a future already on the cluster (K×N is 12 MB at K = 100,
     N = 15k: scatter it rather than embed it in the graph).
     """
@@ -228,18 +217,17 @@ def recovery_tasks(
     ]
 
 
-def _pinv_times_rows(model_url: str, rows: tuple[int, int], pinv: np.ndarray) -> np.ndarray:
+def _pinv_times_rows(source: StoredRows, rows: tuple[int, int], pinv: np.ndarray) -> np.ndarray:
     r0, r1 = rows
-    C_rows = zarr.open_group(zarr_store(model_url, read_only=True), mode="r")["C_rect"][r0:r1, :]
-    return pinv[:, r0:r1] @ C_rows
+    return pinv[:, r0:r1] @ source.rows(np.arange(r0, r1))
 
 
-def least_squares_tasks(model_url: str, B: np.ndarray, *, block: int) -> dask.delayed:
+def least_squares_tasks(source: StoredRows, B: np.ndarray, *, block: int) -> dask.delayed:
     """``B⁺ C`` (K×N) summed over row blocks of the rectified C, as one delayed value."""
     pinv = dask.delayed(np.linalg.pinv(B), pure=True)  # one K×N array shared by every task
     n = B.shape[0]
     parts = [
-        dask.delayed(_pinv_times_rows, pure=True)(model_url, (r0, min(r0 + block, n)), pinv)
+        dask.delayed(_pinv_times_rows, pure=True)(source, (r0, min(r0 + block, n)), pinv)
         for r0 in range(0, n, block)
     ]
     while len(parts) > 1:
@@ -421,17 +409,6 @@ def clipped_entry_tasks(iterate: LowRankIterate, edges: np.ndarray) -> list[dask
     token = tokenize(iterate, edges)
     return [dask.delayed(clipped_entries, pure=True)(shared, rows, dask_key_name=f"clipped-{token}-{rows[0]}")
             for rows in _tiles(edges)]
-
-
-def _copy_rows(cooc_url: str, model_url: str, rows: tuple[int, int], scale: float) -> None:
-    src = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"]
-    dst = zarr.open_group(zarr_store(model_url), mode="r+")["C_rect"]
-    dst[rows[0] : rows[1], :] = src[rows[0] : rows[1], :] / scale
-
-
-def copy_tasks(cooc_url: str, model_url: str, edges: np.ndarray, scale: float) -> list[dask.delayed]:
-    """Copy ``C / scale`` into ``C_rect`` row block by row block (the tiled path without rectification)."""
-    return [dask.delayed(_copy_rows, pure=True)(cooc_url, model_url, rows, scale) for rows in _tiles(edges)]
 
 
 def write_small(model_url: str, arrays: dict[str, np.ndarray]) -> None:

@@ -86,10 +86,17 @@ def test_projection_properties(seed, k):
     np.testing.assert_array_equal(np.maximum(clipped, 0), clipped)
 
 
+def in_mode(op: DenseAP, mode: str) -> DenseAP:
+    """``op`` with its iterates kept factored (``sparse``) or in the dense buffer, whatever the clip's share."""
+    op.dense_mode = mode == "dense"
+    return op
+
+
+@pytest.mark.parametrize("mode", ["sparse", "dense"])
 @pytest.mark.parametrize("chunk_rows", [None, 37])  # one chunk, and many (upper part + mirror)
-def test_ap_matches_plain_dense_reference_n500(chunk_rows):
+def test_ap_matches_plain_dense_reference_n500(chunk_rows, mode):
     C = noisy_cooccurrence(500, 8, seed=7, docs=600)
-    op = DenseAP(C, chunk_rows=chunk_rows)
+    op = in_mode(DenseAP(C, chunk_rows=chunk_rows), mode)
     iterate, eig, trace, n_iter = alternating_projection(op, 500, 8, iterations=12, eig_tol=1e-11)
     np.testing.assert_allclose(op.dense(iterate), iterate.block(slice(0, 500), slice(0, 500)), rtol=0, atol=1e-15)
     X = iterate.block(slice(0, 500), slice(0, 500))
@@ -130,18 +137,54 @@ def test_ap_tolerance_stops_early():
     assert trace.relative_change[-1] <= 1e-4 < min(trace.relative_change[:-1])
 
 
-def test_ap_relative_change_is_the_step_over_the_new_iterate():
+@pytest.mark.parametrize("mode", ["sparse", "dense"])
+def test_ap_relative_change_is_the_step_over_the_new_iterate(mode):
     C = noisy_cooccurrence(120, 4, seed=2)
     iterates = []
-    op = DenseAP(C)
+    op = in_mode(DenseAP(C), mode)
+    last = []  # the iterate each cycle compared
+    compare = op.compare
+    op.compare = lambda previous, current, V=None: last.append(current) or compare(previous, current, V)
     _, _, trace, n_iter = alternating_projection(
         op, 120, 4, iterations=4, eig_tol=1e-12,
-        on_cycle=lambda *_: iterates.append(op.dense(op._last.iterate)))  # C_t after cycle t
+        on_cycle=lambda *_: iterates.append(last[-1].block(slice(0, 120), slice(0, 120))))  # C_t after cycle t
     dense = [C] + iterates
     want = [np.linalg.norm(b - a) / np.linalg.norm(b) for a, b in zip(dense, dense[1:], strict=False)]
     np.testing.assert_allclose(trace.relative_change, want, rtol=1e-10)
     np.testing.assert_allclose(trace.delta, [np.linalg.norm(b - a) for a, b in zip(dense, dense[1:], strict=False)],
                                rtol=1e-10)
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 7, 64])
+def test_dense_mode_equals_dense_formulas(chunk_rows):
+    """Dense mode (one buffer overwritten in place): the same measures, and the mode follows the clip's share."""
+    rng = np.random.default_rng(5)
+    n, k = 130, 6
+    Y, _ = np.linalg.qr(rng.standard_normal((n, k)))
+    C = rng.random((n, n))
+    C = C + C.T
+    V = rng.standard_normal((n, 9))
+    first = LowRankIterate.normalized(Y, rng.random(k))
+    second = LowRankIterate.normalized(np.linalg.qr(Y + 1e-3 * rng.standard_normal((n, k)))[0], first.lam)
+    op = DenseAP(C, chunk_rows=chunk_rows)
+    results = [op.compare(None, first, V), op.compare(first, second, V)]
+    assert op.dense_mode  # a random L clips about half its entries: far above DENSE_FRACTION
+    X0, X1, X2 = C, first.block(slice(0, n), slice(0, n)), second.block(slice(0, n), slice(0, n))
+    for (delta, total, norm, CV, below), before, X, it in zip(results, (X0, X1), (X1, X2), (first, second),
+                                                              strict=True):
+        L = LowRankIterate(it.Y, it.lam, it.c, clip=False).block(slice(0, n), slice(0, n))
+        assert delta == pytest.approx(np.linalg.norm(X - before), rel=1e-12)
+        assert total == pytest.approx(X.sum(), rel=1e-12)
+        assert norm == pytest.approx(np.linalg.norm(X), rel=1e-12)
+        assert below == pytest.approx(np.linalg.norm(np.minimum(L, 0)), rel=1e-12)
+        np.testing.assert_allclose(CV, X @ V, rtol=0, atol=1e-13 * np.abs(X @ V).max())
+    assert op.frobenius(second) == pytest.approx(np.linalg.norm(X2), rel=1e-12)
+    np.testing.assert_allclose(op.dense(second), X2, rtol=0, atol=1e-15)
+    # a clip of a fraction of a percent (a real corpus's) keeps the factored form
+    mild = DenseAP(noisy_cooccurrence(200, 5, seed=3))
+    eig = top_eigenpairs(lambda X: mild.C @ X, 200, 5, tol=1e-10)
+    mild.compare(None, LowRankIterate.normalized(eig.vectors, np.maximum(eig.values, 0)))
+    assert mild.dense_mode is False
 
 
 @pytest.mark.parametrize("k", [3, 6])
@@ -168,7 +211,7 @@ def test_factored_iterates_equal_dense_formulas(chunk_rows):
     C = rng.random((n, n))
     C = C + C.T
     V = rng.standard_normal((n, 9))
-    op = DenseAP(C, chunk_rows=chunk_rows)
+    op = in_mode(DenseAP(C, chunk_rows=chunk_rows), "sparse")
     delta, total, norm, CV, below_zero = op.compare(None, current, V)
     X = current.block(slice(0, n), slice(0, n))
     L = LowRankIterate(Y, current.lam, current.c, clip=False).block(slice(0, n), slice(0, n))
@@ -190,7 +233,7 @@ def test_factored_iterates_equal_dense_formulas(chunk_rows):
     # A change of 1e-8 of the norms, where a difference of two large norms would have lost every digit
     # (measured: the change computed as −‖E₁‖² − ‖E₀‖² − ⟨L₁, E₀⟩ − ⟨L₀, E₁⟩ was 74% off there).
     tiny = nearby(1e-9)
-    alone = DenseAP(C, chunk_rows=chunk_rows)
+    alone = in_mode(DenseAP(C, chunk_rows=chunk_rows), "sparse")
     alone.compare(None, current)
     X2 = tiny.block(slice(0, n), slice(0, n))
     assert alone.compare(current, tiny)[0] == pytest.approx(np.linalg.norm(X2 - X), rel=1e-7)

@@ -284,6 +284,33 @@ def test_eg_solver_and_psd_ending_through_fit(synthetic_root):
                 assert C_rect.min() >= -1e-15 * C_rect.max()
 
 
+@pytest.mark.parametrize(("rectifier", "path"), [("none", "in-task"), ("none", "tiled"), ("dc", "in-task")])
+def test_baseline_and_dc_read_their_rectified_c_from_the_store(synthetic_root, rectifier, path):
+    """The Baseline's rectified C is C / ΣC and DC's C with a completed diagonal: the model keeps the scale
+    and DC's diagonal, not a second N×N array, and rows read through it equal the dense references."""
+    store = open_cooccurrence(f"{synthetic_root}/cooc.zarr")
+    C = store.C[:]
+    name = f"ref-{rectifier}-{path}"
+    model = fit(synthetic_root, n_topics=5, rectifier=rectifier, path=path, name=name, min_anchor_df=0,
+                overwrite=True)
+    stored = open_model(synthetic_root, name)
+    if rectifier == "none":
+        want = C / C.sum()  # by hand
+    else:  # DC: the kernel's dense result (its off-diagonal entries are C's over the completed sum)
+        want = rectify(C, 5, rectifier="dc", rng=np.random.default_rng(0)).C
+        np.testing.assert_allclose(want - np.diag(np.diag(want)), (C - np.diag(np.diag(C))) / stored.attrs[
+            "rectified"]["scale"], rtol=1e-12, atol=0)
+    got = stored.rectified_C()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-18)
+    assert ("rectified_diagonal" in stored.group) == (rectifier == "dc")
+    # on disk: the small arrays only (the dense C_rect took 8N² = 720 kB here)
+    files = [f for f in (synthetic_root / "model.zarr" / name).rglob("*") if f.is_file()]
+    assert sum(f.stat().st_size for f in files) < 0.25 * 8 * C.size
+    # B is the recovery on that C (dense reference), and evaluate measures against it
+    anchors = model.anchors
+    np.testing.assert_allclose(model.B, recover(want, anchors).B, rtol=0, atol=1e-9)
+
+
 def test_more_topics_than_documents_is_refused_before_any_work(tmp_path):
     synth(tmp_path, n_docs=6, n_words=30, n_topics=2, doc_length=40, seed=1)
     cooccur(tmp_path)

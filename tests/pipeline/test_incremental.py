@@ -111,6 +111,28 @@ def test_cli_append_and_update(parts, tmp_path, capsys):
     assert "pass one of them" in capsys.readouterr().err
 
 
+def test_a_baseline_fitted_before_an_update_is_not_read_against_the_new_c(parts, tmp_path):
+    """The Baseline keeps its rectified C as a reference to cooc.zarr: after `cooccur --update` that C is not
+    the one it was fitted on, so reading it is refused with the reason, and evaluate notes it."""
+    from jsmf_dask import evaluate, fit, open_model
+    from jsmf_dask.io.model_store import stored_rectified
+
+    root = tmp_path / "run"
+    ingest(root, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=800, row_group_size=100)
+    cooccur(root)
+    fit(root, n_topics=6, rectifier="none", name="base", min_anchor_df=0)
+    C = open_cooccurrence(f"{root}/cooc.zarr").C[:]
+    np.testing.assert_allclose(open_model(root, "base").rectified_C(), C / C.sum(), rtol=1e-12)
+    ingest(root, [str(parts["day2"])], doc_ids=parts["ids2"], append=True)
+    cooccur(root, update=True)
+    with pytest.raises(StoreError, match=r"model 'base' keeps its rectified C as a reference to .*cooc\.zarr, "
+                                         r"which has changed since it was fitted .* refit the model"):
+        stored_rectified(open_model(root, "base"))
+    entry = evaluate(root, models=["base"])["models"]["base"]
+    assert "rectified_C" not in entry and "has changed since it was fitted" in entry["notes"]["rectified_C"]
+    assert entry["original_C"]["approximation"] > 0  # still measured against today's C
+
+
 def test_refit_warm_starts_from_the_previous_model(parts, tmp_path):
     from jsmf_dask import fit
 
