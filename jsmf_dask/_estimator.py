@@ -216,7 +216,7 @@ class RectifiedAnchorWords:
         candidates = None if doc_freq is None else np.asarray(doc_freq) >= floor
         rng = np.random.default_rng(self.random_state)
         if self.rectifier == "enn":
-            start = top_eigenpairs(lambda V: C @ V, C.shape[0], self.n_topics, rng=rng, cold="arpack")
+            start = top_eigenpairs(lambda V: C @ V, C.shape[0], self.n_topics, rng=rng, cold="auto")
             low, eig, trace, n_iter = enn_rectify(start, self.n_topics, iterations=self.max_iter, tol=self.tol,
                                                   rng=rng)
             Z, p = law_coordinates(low)

@@ -128,7 +128,7 @@ def rectify(
         out = C / scale
     else:
         raise ValueError(f"unknown rectifier {rectifier!r}")
-    eig = top_eigenpairs(lambda V: out @ V, n, n_topics, tol=eig_tol, rng=rng, cold="arpack")
+    eig = top_eigenpairs(lambda V: out @ V, n, n_topics, tol=eig_tol, rng=rng, cold="auto")
     return Rectified(out, eig, scale=scale)
 
 

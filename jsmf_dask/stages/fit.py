@@ -262,7 +262,7 @@ def _start_pairs(cooc_url: str, params: RectifyParams) -> Eigenpairs:
                           float(group.attrs["eig_residual"]), 0)
     C = group["C"][...]
     return top_eigenpairs(lambda V: C @ V, C.shape[0], k, tol=params.eig_tol, rng=np.random.default_rng(params.seed),
-                          cold="arpack")
+                          cold="auto")
 
 
 def _enn_in_task(cooc_url: str, params: RectifyParams, candidates: np.ndarray | None, start: Eigenpairs | None,

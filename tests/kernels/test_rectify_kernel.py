@@ -44,19 +44,38 @@ def reference_ap(C: np.ndarray, k: int, iterations: int) -> np.ndarray:
     return X / X.sum()
 
 
-@pytest.mark.parametrize("cold", ["lobpcg", "arpack"])
+@pytest.mark.parametrize("cold", ["lobpcg", "auto"])
 def test_top_eigenpairs_against_eigh(cold):
     C = noisy_cooccurrence(120, 6, seed=1)
     w, V = np.linalg.eigh(C)
     eig = top_eigenpairs(lambda X: C @ X, 120, 6, tol=1e-10, cold=cold)
     np.testing.assert_allclose(eig.values, w[::-1][:6], rtol=1e-9)
     assert eig.residual < 1e-10
-    if cold == "arpack":  # the whole block was solved for: its basis spans the top 11 eigenvectors
+    if cold == "auto":  # the whole block was solved for: its basis spans the top 11 eigenvectors
         assert eig.basis.shape == (120, 11)
         np.testing.assert_allclose(np.linalg.svd(eig.basis.T @ V[:, ::-1][:, :11], compute_uv=False), 1.0, atol=1e-8)
     # eigenvectors up to sign
     overlap = np.abs(np.sum(eig.vectors * V[:, ::-1][:, :6], axis=0))
     np.testing.assert_allclose(overlap, 1.0, atol=1e-8)
+
+
+@pytest.mark.parametrize(("k", "lanczos"), [(6, True), (40, False)])
+def test_auto_cold_start_is_arpack_for_small_blocks_only(k, lanczos, monkeypatch):
+    """'auto': ARPACK for a block of at most ARPACK_MAX_BLOCK vectors (K = 6: 11), LOBPCG for larger ones
+    (K = 40: 60 vectors; ARPACK's single-vector passes over a large C cost 5x LOBPCG's blocks)."""
+    import scipy.sparse.linalg as spla
+
+    from jsmf_dask.kernels.rectify import ARPACK_MAX_BLOCK, block_size
+
+    assert (block_size(k, 400) <= ARPACK_MAX_BLOCK) == lanczos
+    C = noisy_cooccurrence(400, 8, seed=2)
+    calls = []
+    eigsh = spla.eigsh
+    monkeypatch.setattr(spla, "eigsh", lambda *a, **kw: calls.append(kw["k"]) or eigsh(*a, **kw))
+    eig = top_eigenpairs(lambda X: C @ X, 400, k, tol=1e-8, cold="auto")
+    assert (calls == [block_size(k, 400)]) == lanczos and (calls == []) != lanczos
+    w = np.linalg.eigvalsh(C)[::-1][:k]
+    np.testing.assert_allclose(eig.values, w, rtol=0, atol=1e-7 * w[0])
 
 
 @settings(max_examples=25, deadline=None)
