@@ -45,16 +45,37 @@ def scaled_blocks(blocks: list[Block], n_words: int, heldout: float = 0.0) -> li
             for i, b in enumerate(blocks)]
 
 
-def _totals(*parts) -> tuple[BlockTotals, list[np.ndarray]]:
-    total = None
-    for _, t, _ in parts:
-        total = t if total is None else total + t
-    return total, [h for _, _, h in parts]
+def _summary(part) -> tuple[BlockTotals, list[np.ndarray]]:
+    _, totals, hashes = part
+    return totals, [hashes]
 
 
-def block_totals(scaled: list) -> dask.delayed:
-    """The corpus's :class:`BlockTotals` and the blocks' doc_id hashes (in block order), as one delayed."""
-    return dask.delayed(_totals, pure=True)(*scaled, dask_key_name=f"scaled-totals-{tokenize(scaled)}")
+def _totals(*parts: tuple[BlockTotals, list[np.ndarray]]) -> tuple[BlockTotals, list[np.ndarray]]:
+    total, hashes = parts[0][0], list(parts[0][1])
+    for t, h in parts[1:]:
+        total = total + t
+        hashes.extend(h)
+    return total, hashes
+
+
+def block_totals(scaled: list, *, split_every: int = 8) -> dask.delayed:
+    """The corpus's :class:`BlockTotals` and the blocks' doc_id hashes (in block order), as one delayed.
+
+    Each block's totals are taken where its scaled counts live and added in a
+    tree of ``split_every``: no task gathers the counts themselves (one task
+    over every block moved the whole persisted corpus to one worker, which
+    killed 2 GiB workers at N = 100,000).
+    """
+    token = tokenize(scaled)
+    parts = [dask.delayed(_summary, pure=True)(s, dask_key_name=f"scaled-summary-{token}-{i}")
+             for i, s in enumerate(scaled)]
+    level = 0
+    while len(parts) > 1:
+        parts = [dask.delayed(_totals, pure=True)(*parts[i : i + split_every],
+                                                  dask_key_name=f"scaled-totals-{token}-{level}-{i}")
+                 for i in range(0, len(parts), split_every)]
+        level += 1
+    return dask.delayed(_totals, pure=True)(parts[0], dask_key_name=f"scaled-totals-{token}")
 
 
 def _product(V: np.ndarray, *parts) -> np.ndarray:
