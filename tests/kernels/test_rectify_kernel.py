@@ -108,6 +108,8 @@ def test_projection_properties(seed, k):
 def in_mode(op: DenseAP, mode: str) -> DenseAP:
     """``op`` with its iterates kept factored (``sparse``) or in the dense buffer, whatever the clip's share."""
     op.dense_mode = mode == "dense"
+    if mode == "sparse":
+        op.DENSE_FRACTION = 1.0  # never switch
     return op
 
 
@@ -199,6 +201,15 @@ def test_dense_mode_equals_dense_formulas(chunk_rows):
         np.testing.assert_allclose(CV, X @ V, rtol=0, atol=1e-13 * np.abs(X @ V).max())
     assert op.frobenius(second) == pytest.approx(np.linalg.norm(X2), rel=1e-12)
     np.testing.assert_allclose(op.dense(second), X2, rtol=0, atol=1e-15)
+    # the clip spreading after a factored start: the cycle it passes DENSE_FRACTION switches to the buffer,
+    # measured against the factored previous iterate formed chunk by chunk
+    spread = DenseAP(C, chunk_rows=chunk_rows)
+    spread.dense_mode = False
+    delta, total, norm, CV, below = spread.compare(first, second, V)  # first: factored, not yet buffered
+    assert spread.dense_mode
+    assert delta == pytest.approx(np.linalg.norm(X2 - X1), rel=1e-12)
+    assert total == pytest.approx(X2.sum(), rel=1e-12) and norm == pytest.approx(np.linalg.norm(X2), rel=1e-12)
+    np.testing.assert_allclose(CV, X2 @ V, rtol=0, atol=1e-13 * np.abs(X2 @ V).max())
     # a clip of a fraction of a percent (a real corpus's) keeps the factored form
     mild = DenseAP(noisy_cooccurrence(200, 5, seed=3))
     eig = top_eigenpairs(lambda X: mild.C @ X, 200, 5, tol=1e-10)
