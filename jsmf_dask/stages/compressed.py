@@ -69,13 +69,17 @@ def block_totals(scaled: list, *, split_every: int = 8) -> dask.delayed:
     token = tokenize(scaled)
     parts = [dask.delayed(_summary, pure=True)(s, dask_key_name=f"scaled-summary-{token}-{i}")
              for i, s in enumerate(scaled)]
+    return _tree_sum(parts, _totals, split_every, f"scaled-totals-{token}")
+
+
+def _tree_sum(parts: list, add, split_every: int, name: str) -> dask.delayed:
+    """``add`` over ``parts`` in a tree of ``split_every``, in order (keys ``<name>-<level>-<i>``)."""
     level = 0
     while len(parts) > 1:
-        parts = [dask.delayed(_totals, pure=True)(*parts[i : i + split_every],
-                                                  dask_key_name=f"scaled-totals-{token}-{level}-{i}")
+        parts = [dask.delayed(add, pure=True)(*parts[i : i + split_every], dask_key_name=f"{name}-{level}-{i}")
                  for i in range(0, len(parts), split_every)]
         level += 1
-    return dask.delayed(_totals, pure=True)(parts[0], dask_key_name=f"scaled-totals-{token}")
+    return parts[0]
 
 
 def _product(V: np.ndarray, *parts) -> np.ndarray:
@@ -102,10 +106,4 @@ def product_task(scaled: list, V, *, n_tasks: int, split_every: int = 4) -> dask
     step = max(1, -(-len(scaled) // max(1, n_tasks)))
     parts = [dask.delayed(_product, pure=True)(V, *scaled[i : i + step], dask_key_name=f"cooc-product-{token}-{i}")
              for i in range(0, len(scaled), step)]
-    level = 0
-    while len(parts) > 1:
-        parts = [dask.delayed(_add, pure=True)(*parts[i : i + split_every],
-                                               dask_key_name=f"cooc-product-sum-{token}-{level}-{i}")
-                 for i in range(0, len(parts), split_every)]
-        level += 1
-    return parts[0]
+    return _tree_sum(parts, _add, split_every, f"cooc-product-sum-{token}")
