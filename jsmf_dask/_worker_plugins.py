@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from jsmf_dask.cluster import quiet_task_failures
+from jsmf_dask.cluster import quiet_worker_log
 
-__all__ = ["QuietTaskFailures"]
+__all__ = ["QuietWorkerLog"]
 
 
-class QuietTaskFailures(WorkerPlugin):
-    """Drops the worker's "Compute Failed" dump in every worker, including one its nanny restarts later.
+class QuietWorkerLog(WorkerPlugin):
+    """Drops the worker records the user learns of another way, in every worker (restarted ones too).
 
-    The failed task's exception still reaches the client, which reports it once.
+    A failed task's exception still reaches the client, which reports it once;
+    see :class:`jsmf_dask.cluster._DropReportedElsewhere`.
     """
 
-    name = "jsmf-quiet-task-failures"
+    name = "jsmf-quiet-worker-log"
 
     def setup(self, worker) -> None:
-        quiet_task_failures()
+        quiet_worker_log()

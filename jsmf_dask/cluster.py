@@ -6,7 +6,8 @@ started: one single-threaded worker per core, memory split evenly, BLAS
 threads limited to 1 inside workers (set in the nanny's pre-spawn
 environment, so the limit is in place before numpy loads). The workers log at
 the level of the ``distributed`` logger of the calling process, and leave the
-report of a failed task to the client that receives its exception.
+report of a failed task to the client that receives its exception (and
+say nothing of heartbeats lost while the cluster shuts down).
 """
 
 from __future__ import annotations
@@ -30,18 +31,28 @@ LOCAL_SCHEDULERS = ("synchronous", "threads")
 _BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
-class _DropComputeFailed(logging.Filter):
-    """Drops a worker's "Compute Failed" dump: the task's exception reaches the client, which reports it."""
+class _DropReportedElsewhere(logging.Filter):
+    """Drops the worker records whose news reaches the user another way.
+
+    - "Compute Failed …" with the task's traceback: the exception reaches the
+      client, which reports it once.
+    - "Failed to communicate with scheduler during heartbeat" with a
+      ``CommClosedError`` traceback: a heartbeat sent while the embedded
+      cluster shuts down (the scheduler lives in the client's process, so it
+      is gone only when the client closes it or is gone itself).
+    """
+
+    DROPPED = ("Compute Failed", "Failed to communicate with scheduler during heartbeat")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Compute Failed")
+        return not str(record.msg).startswith(self.DROPPED)
 
 
-def quiet_task_failures() -> None:
-    """Install :class:`_DropComputeFailed` on this process's worker logger (each LocalCluster worker's setup)."""
+def quiet_worker_log() -> None:
+    """Install :class:`_DropReportedElsewhere` on this process's worker logger (each LocalCluster worker's setup)."""
     logger = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, _DropComputeFailed) for f in logger.filters):
-        logger.addFilter(_DropComputeFailed())
+    if not any(isinstance(f, _DropReportedElsewhere) for f in logger.filters):
+        logger.addFilter(_DropReportedElsewhere())
 
 
 def _client(scheduler: str, timeout: float):
@@ -197,9 +208,9 @@ class _LocalClusterOnDemand:
             ))
         client = self._stack.enter_context(Client(cluster))
         if logging.getLogger("distributed").getEffectiveLevel() > logging.INFO:
-            from jsmf_dask._worker_plugins import QuietTaskFailures
+            from jsmf_dask._worker_plugins import QuietWorkerLog
 
-            client.register_plugin(QuietTaskFailures())  # a plugin: restarted workers get it too
+            client.register_plugin(QuietWorkerLog())  # a plugin: restarted workers get it too
         if self.on_dashboard is not None:
             self.on_dashboard(client.dashboard_link)
         self._client = client

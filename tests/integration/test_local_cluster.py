@@ -97,15 +97,33 @@ def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
 def _drops_compute_failed() -> bool:
     import logging
 
-    from jsmf_dask.cluster import _DropComputeFailed
+    from jsmf_dask.cluster import _DropReportedElsewhere
 
-    return any(isinstance(f, _DropComputeFailed) for f in logging.getLogger("distributed.worker").filters)
+    return any(isinstance(f, _DropReportedElsewhere) for f in logging.getLogger("distributed.worker").filters)
+
+
+def test_worker_filter_drops_only_what_is_reported_elsewhere():
+    """The task failure dump and a heartbeat lost at shutdown go; any other worker error stays."""
+    import logging
+
+    from jsmf_dask.cluster import _DropReportedElsewhere
+
+    def record(msg: str, level: int = logging.ERROR) -> logging.LogRecord:
+        return logging.LogRecord("distributed.worker", level, __file__, 1, msg, None, None)
+
+    keep = _DropReportedElsewhere().filter
+    assert not keep(record("Compute Failed\nKey: fit-abc\nState: executing"))
+    assert not keep(record("Failed to communicate with scheduler during heartbeat."))
+    assert keep(record("Unexpected exception during heartbeat. Closing worker."))
+    assert keep(record("Worker is at 95% memory usage.", logging.WARNING))
 
 
 @pytest.mark.slow
 def test_workers_restarted_by_their_nanny_stay_quiet_about_failed_tasks():
     """The "Compute Failed" filter is a worker plugin: a worker restarted later installs it too."""
     import logging
+
+    import distributed  # noqa: F401 - importing it sets its loggers; the CLI imports it, then sets its level
 
     logger = logging.getLogger("distributed")
     level = logger.level
