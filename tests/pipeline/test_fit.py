@@ -30,7 +30,13 @@ def synthetic_root(tmp_path_factory):
 def test_estimator_equals_the_public_functions(synthetic_root):
     model = RectifiedAnchorWords(n_topics=5, max_iter=40, refine_sweeps=0).fit(synthetic_root, overwrite=True)
     store = open_cooccurrence(f"{synthetic_root}/cooc.zarr")
-    rect = rectify(store.C[:], 5, iterations=40)
+    from threadpoolctl import threadpool_limits
+
+    from jsmf_dask.stages.fit import in_task_blas_threads
+
+    # the same BLAS threads as the fit's task: AP's 40 changes agree to rounding only in the same arithmetic
+    with threadpool_limits(limits=in_task_blas_threads(300), user_api="blas"):
+        rect = rectify(store.C[:], 5, iterations=40)
     anchors, _ = find_anchors(rect.C, 5, candidates=store.D1[:] >= 10)
     rec = recover(rect.C, anchors)
     np.testing.assert_array_equal(model.anchors_, anchors)
@@ -199,6 +205,28 @@ def test_in_task_memory_is_checked_before_starting():
     with pytest.raises(StoreError, match=r"needs about 8\.\d GiB in one task; the largest worker \(tcp://10\.0\.0\.2:1\) "
                                          r"has a memory limit of 8\.0 GiB\. Start a worker with --memory-limit"):
         _fat_worker(FakeClient(), in_task_memory(21000))
+
+
+@pytest.mark.parametrize("threshold", [10_000, 0])
+def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_root, monkeypatch, threshold):
+    """One BLAS thread below MULTITHREADED_MIN_WORDS (AP's small products lose on several), every core from it."""
+    import os
+
+    from threadpoolctl import threadpool_info
+
+    import jsmf_dask.stages.fit as stage
+
+    seen = []
+    real = stage.rectify
+
+    def recording(*args, **kwargs):
+        seen.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stage, "MULTITHREADED_MIN_WORDS", threshold)
+    monkeypatch.setattr(stage, "rectify", recording)
+    fit(synthetic_root, n_topics=5, iterations=3, name="threads", overwrite=True)  # N = 300
+    assert seen and set(seen) == {1 if threshold > 300 else os.cpu_count()}
 
 
 def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
