@@ -135,7 +135,9 @@ def in_task_blas_threads(n_words: int) -> int:
     thread against 10.4 s on two with the machine quiet and 21–25 s with
     another tenant busy. At N = 15,000, K = 100 the cycles take the same time
     either way (1.0 s) and the first eigensolve on C is faster on two
-    (18.7 s against 27.4 s).
+    (18.7 s against 27.4 s). ENN's cycles (after its start pairs, which take
+    every core) follow the same rule: its NIPS fit took 8.7–9.0 s on one thread
+    against 19.8–20.2 s on two, the machine loaded, the metrics identical.
     """
     return (os.cpu_count() or 1) if n_words >= MULTITHREADED_MIN_WORDS else 1
 
@@ -290,8 +292,9 @@ def _enn_in_task(cooc_url: str, params: RectifyParams, candidates: np.ndarray | 
     def on_cycle(cycle: int, of: int, change: float, seconds: float) -> None:
         _progress.report(progress, {"cycle": cycle, "of": of, "relative_change": change, "seconds": seconds})
 
-    with threadpool_limits(limits=os.cpu_count() or 1, user_api="blas"):
+    with threadpool_limits(limits=os.cpu_count() or 1, user_api="blas"):  # a dense C's eigensolve: every core
         start = _start_pairs(cooc_url, params) if start is None else start
+    with threadpool_limits(limits=in_task_blas_threads(start.vectors.shape[0]), user_api="blas"):
         rect, eig, trace, n_iter = enn_rectify(
             start, params.n_topics, iterations=params.iterations, tol=params.tol, eig_tol=params.eig_tol,
             rng=np.random.default_rng(params.seed), max_bytes=params.max_bytes,
@@ -310,7 +313,8 @@ def enn_in_task(cooc_url: str, params: RectifyParams, candidates: np.ndarray | N
     ``start`` is those eigenpairs when the caller computed them (a dense C too
     large for one task); otherwise the task reads them from a compressed store
     or computes them from the dense C it loads. BLAS uses every core of the
-    worker's machine; ``progress`` as in :func:`rectify_in_task`.
+    worker's machine for that eigensolve, and :func:`in_task_blas_threads` for the
+    cycles; ``progress`` as in :func:`rectify_in_task`.
     """
     return dask.delayed(_enn_in_task, pure=False)(
         cooc_url, params, candidates, start, progress,

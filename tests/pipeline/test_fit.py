@@ -208,8 +208,11 @@ def test_in_task_memory_is_checked_before_starting():
 
 
 @pytest.mark.parametrize("threshold", [10_000, 0])
-def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_root, monkeypatch, threshold):
-    """One BLAS thread below MULTITHREADED_MIN_WORDS (AP's small products lose on several), every core from it."""
+@pytest.mark.parametrize(("rectifier", "kernel"), [("ap", "rectify"), ("enn", "enn_rectify")])
+def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_root, monkeypatch, threshold,
+                                                                    rectifier, kernel):
+    """One BLAS thread below MULTITHREADED_MIN_WORDS (the cycles' small products lose on several), every core
+    from it: AP's and ENN's cycles alike."""
     import os
 
     from threadpoolctl import threadpool_info
@@ -217,15 +220,15 @@ def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_ro
     import jsmf_dask.stages.fit as stage
 
     seen = []
-    real = stage.rectify
+    real = getattr(stage, kernel)
 
     def recording(*args, **kwargs):
         seen.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(stage, "MULTITHREADED_MIN_WORDS", threshold)
-    monkeypatch.setattr(stage, "rectify", recording)
-    fit(synthetic_root, n_topics=5, iterations=3, name="threads", overwrite=True)  # N = 300
+    monkeypatch.setattr(stage, kernel, recording)
+    fit(synthetic_root, n_topics=5, iterations=3, rectifier=rectifier, name="threads", overwrite=True)  # N = 300
     assert seen and set(seen) == {1 if threshold > 300 else os.cpu_count()}
 
 
