@@ -40,6 +40,7 @@ from jsmf_dask.stages.cooccurrence import word_block_edges
 from jsmf_dask.stages.fit import (
     RectifyParams,
     RectifyResult,
+    check_entries,
     in_task_memory,
     least_squares_tasks,
     recovery_tasks,
@@ -260,13 +261,11 @@ def convergence_issues(trace: dict, eig, n_topics: int, eig_tol: float, solver: 
 
 
 def _check_matrix(cooc_url: str, edges: np.ndarray) -> np.ndarray:
+    """Row statistics of the store's C (sum, sum of squares, minimum, all finite), checked by
+    :func:`~jsmf_dask.stages.fit.check_entries`: one pass over the tiles. (A task that reads the whole C
+    checks it there instead.)"""
     stats = np.vstack(dask.compute(*row_block_tasks("rowstats", edges, (cooc_url, "C"))))
-    if not stats[:, 3].all():
-        row = int(np.flatnonzero(stats[:, 3] == 0)[0])
-        raise StoreError(f"{cooc_url}: C has NaN or infinite entries (first in row {row}); rebuild it with `jsmf cooccur`")
-    if stats[:, 2].min() < 0:
-        row = int(np.argmin(stats[:, 2]))
-        raise StoreError(f"{cooc_url}: C has negative entries (row {row}: {stats[row, 2]:.3g}); expected C >= 0")
+    check_entries(cooc_url, stats[:, 3].astype(bool), stats[:, 2])
     return stats
 
 
@@ -497,8 +496,8 @@ def fit(
     if rectifier == "enn":
         return _fit_low_rank(root, store, name, params, candidates, min_anchor_df, words, solver, client, overwrite,
                              on_cycle, path_reason if path == "low-rank" else None)
-    c_stats = _check_matrix(store.url, edges)  # the first pass over C: after every check that needs none
-    ensure_model_group(root)
+    # the first pass over C, after every check that needs none (the in-task path checks C as it reads it)
+    c_stats = _check_matrix(store.url, edges) if path == "tiled" else None
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
         if path == "in-task":
             worker = _fat_worker(client, in_task_memory(n))
@@ -555,6 +554,7 @@ def fit(
         else:
             attrs["low_rank"] = _low_rank_attrs(rect)
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
+        ensure_model_group(root)  # only now: a failed run leaves no models group behind
     fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
                        result.eig.values, result.n_iter,
                        model_path(root, name), attrs)
@@ -598,8 +598,6 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
         start = top_eigenpairs(lambda V: TiledAP(store.url, edges).matmat(None, V), n, k, tol=params.eig_tol,
                                rng=np.random.default_rng(params.seed))
         dense_start = False
-    if dense_start:
-        _check_matrix(store.url, word_block_edges(n, int(store.attrs["tile_size"])))
     worker, budget = _check_low_rank_memory(client, n, k, dense_start)
     params = dataclasses.replace(params, max_bytes=budget)
     memory = (f"about {enn_min_memory(n, k) / 2**30:.2f} GiB with exact eigensolves, "
@@ -608,7 +606,6 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
         chosen_because = ("the store is compressed" if store.compressed else "rectifier='enn' was asked for") + \
             ": ENN + LAW in O(N·K) memory"
     reason = f"{chosen_because} ({memory})"
-    ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
         placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
         channel = f"fit-{uuid.uuid4().hex}" if on_cycle is not None else None
@@ -640,6 +637,7 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
                              result.n_iter, convergence, legality, result.eig.residual, store)
         attrs["low_rank"] = _low_rank_attrs(rect) | {"checked_rows": checked_rows(k, n)}
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
+        ensure_model_group(root)  # only now: a failed run leaves no models group behind
     fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
                        result.eig.values, result.n_iter, model_path(root, name), attrs)
     write_topics(topics_path(root, name), fitted)

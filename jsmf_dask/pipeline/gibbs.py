@@ -134,13 +134,13 @@ def fit_gibbs(
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "versions": library_versions() | {"tomotopy": tp.__version__},
     }
-    ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
         zarr.open_group(zarr_store(tmp), mode="a", zarr_format=3)
         for key, values in {"anchors": anchors, "B": B, "A": A, "p_word": p,
                             "alpha": np.full(n_topics, float(alpha))}.items():
             write_array(tmp, key, values)
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
+        ensure_model_group(root)  # only now: a failed run leaves no models group behind
     fitted = FitResult(name, anchors, B, A, np.full_like(A, np.nan), display_words(corpus, words), {}, np.zeros(0),
                        iterations,
                        model_path(root, name), attrs)

@@ -184,7 +184,6 @@ def refine(
     lam = topics_from_model(B0, A0, n_tokens, eta)
     params = SweepParams(len(words), alpha_vec, heldout, inner_iterations, inner_tol)
     records: list[SweepRecord] = []
-    ensure_model_group(root)
     with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
         scratch = join(tmp, "_scratch")
         for d in (gamma_dir(scratch, 0), gamma_dir(scratch, 1), join(tmp, "doc_topics")):
@@ -255,6 +254,7 @@ def refine(
             "versions": library_versions(),
         }
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
+        ensure_model_group(root)  # only now: a failed run leaves no models group behind
     result = RefineResult(name, np.zeros(0, dtype=np.int64), B, A, np.full_like(A, np.nan),
                           shown, trace,
                           np.zeros(0), len(records), model_path(root, name), attrs, source=model, source_B=B0)

@@ -36,6 +36,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 from jsmf_dask import _progress
+from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.model_store import write_array
 from jsmf_dask.io.zarr_store import StoredRows, zarr_store
 from jsmf_dask.kernels.factorize import find_anchors, rectify
@@ -53,6 +54,7 @@ from jsmf_dask.kernels.recover import recover_weights
 __all__ = [
     "RectifyParams",
     "RectifyResult",
+    "check_entries",
     "in_task_memory",
     "in_task_blas_threads",
     "rectify_in_task",
@@ -146,13 +148,34 @@ def _read_dense(url: str, name: str) -> np.ndarray:
     return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name][...]
 
 
+def check_entries(cooc_url: str, finite_rows: np.ndarray, row_min: np.ndarray) -> None:
+    """Raise :class:`~jsmf_dask.exceptions.StoreError` naming the first row of C with a NaN or infinite
+    entry, else the row of its most negative entry; ``finite_rows`` and ``row_min`` are per row of C."""
+    if not np.all(finite_rows):
+        row = int(np.flatnonzero(~np.asarray(finite_rows, dtype=bool))[0])
+        raise StoreError(f"{cooc_url}: C has NaN or infinite entries (first in row {row}); rebuild it with `jsmf cooccur`")
+    if np.min(row_min) < 0:
+        row = int(np.argmin(row_min))
+        raise StoreError(f"{cooc_url}: C has negative entries (row {row}: {row_min[row]:.3g}); expected C >= 0")
+
+
+def _read_checked(cooc_url: str) -> np.ndarray:
+    """The store's dense C, checked as :func:`check_entries` does (two passes over C in memory; the rows are
+    looked at only when something is wrong)."""
+    C = _read_dense(cooc_url, "C")
+    lo, hi = float(C.min(initial=0.0)), float(C.max(initial=0.0))  # NaN propagates to both
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo >= 0):
+        check_entries(cooc_url, np.isfinite(C).all(axis=1), C.min(axis=1))
+    return C
+
+
 def _rectify_in_task(
     cooc_url: str, params: RectifyParams, candidates: np.ndarray | None, progress: str | None
 ) -> RectifyResult:
     def on_cycle(cycle: int, of: int, change: float, seconds: float) -> None:
         _progress.report(progress, {"cycle": cycle, "of": of, "relative_change": change, "seconds": seconds})
 
-    C = _read_dense(cooc_url, "C")
+    C = _read_checked(cooc_url)
     with threadpool_limits(limits=in_task_blas_threads(C.shape[0]), user_api="blas"):
         rect = rectify(
             C, params.n_topics, rectifier=params.rectifier, iterations=params.iterations, tol=params.tol,
@@ -282,7 +305,7 @@ def _start_pairs(cooc_url: str, params: RectifyParams) -> Eigenpairs:
     if group.attrs.get("form", "dense") == "compressed":
         return Eigenpairs(group["eigenvalues"][:k], group["eigenvectors"][:, :k],
                           float(group.attrs["eig_residual"]), 0)
-    C = group["C"][...]
+    C = _read_checked(cooc_url)
     return top_eigenpairs(lambda V: C @ V, C.shape[0], k, tol=params.eig_tol, rng=np.random.default_rng(params.seed),
                           cold="auto")
 

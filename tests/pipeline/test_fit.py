@@ -169,9 +169,12 @@ def test_bad_parameters_and_stores(tmp_path, synthetic_root):
     # NaN, then negative mass in C
     C = zarr.open_array(str(root / "cooc.zarr" / "C"), mode="r+")
     C[3, 4] = np.nan
-    check(StoreError, r"C has NaN or infinite entries \(first in row 3\)")
+    # each path checks C where it first reads it: the in-task AP and ENN tasks, the tiled path's row statistics
+    for path_kwargs in ({}, {"rectifier": "enn"}, {"path": "tiled"}):
+        check(StoreError, r"C has NaN or infinite entries \(first in row 3\)", **path_kwargs)
     C[3, 4] = -1e-3
-    check(StoreError, r"C has negative entries \(row 3: -0\.001\)")
+    for path_kwargs in ({}, {"rectifier": "enn"}, {"path": "tiled"}):
+        check(StoreError, r"C has negative entries \(row 3: -0\.001\)", **path_kwargs)
     # corrupt and missing stores
     (root / "cooc.zarr" / "zarr.json").write_text("{ not json")
     check(StoreError, r"cooc\.zarr: not a Zarr group")
