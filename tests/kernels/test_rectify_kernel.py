@@ -44,38 +44,63 @@ def reference_ap(C: np.ndarray, k: int, iterations: int) -> np.ndarray:
     return X / X.sum()
 
 
-@pytest.mark.parametrize("cold", ["lobpcg", "auto"])
-def test_top_eigenpairs_against_eigh(cold):
-    C = noisy_cooccurrence(120, 6, seed=1)
+@pytest.mark.parametrize(("cold", "n"), [("lobpcg", 120), ("auto", 120), ("auto", 400)])
+def test_top_eigenpairs_against_eigh(cold, n):
+    C = noisy_cooccurrence(n, 6, seed=1)
     w, V = np.linalg.eigh(C)
-    eig = top_eigenpairs(lambda X: C @ X, 120, 6, tol=1e-10, cold=cold)
+    eig = top_eigenpairs(lambda X: C @ X, n, 6, tol=1e-10, cold=cold)
     np.testing.assert_allclose(eig.values, w[::-1][:6], rtol=1e-9)
     assert eig.residual < 1e-10
-    if cold == "auto":  # the whole block was solved for: its basis spans the top 11 eigenvectors
-        assert eig.basis.shape == (120, 11)
-        np.testing.assert_allclose(np.linalg.svd(eig.basis.T @ V[:, ::-1][:, :11], compute_uv=False), 1.0, atol=1e-8)
+    if cold == "auto":  # the basis for the next solve: the whole block (11 vectors), spanning the top 6
+        assert eig.basis.shape == (n, 11)
+        np.testing.assert_allclose(np.linalg.svd(eig.basis.T @ V[:, ::-1][:, :6], compute_uv=False), 1.0, atol=1e-8)
     # eigenvectors up to sign
     overlap = np.abs(np.sum(eig.vectors * V[:, ::-1][:, :6], axis=0))
     np.testing.assert_allclose(overlap, 1.0, atol=1e-8)
 
 
-@pytest.mark.parametrize(("k", "lanczos"), [(6, True), (40, False)])
-def test_auto_cold_start_is_arpack_for_small_blocks_only(k, lanczos, monkeypatch):
-    """'auto': ARPACK for a block of at most ARPACK_MAX_BLOCK vectors (K = 6: 11), LOBPCG for larger ones
-    (K = 40: 60 vectors; ARPACK's single-vector passes over a large C cost 5x LOBPCG's blocks)."""
+@pytest.mark.parametrize(("k", "krylov"), [(6, True), (40, False)])
+def test_auto_cold_start_is_block_krylov_where_its_basis_fits(k, krylov, monkeypatch):
+    """'auto': block Krylov where three blocks of the basis and their products fit in N²/4 numbers (K = 6:
+    blocks of 11, N = 400), LOBPCG otherwise (K = 40: blocks of 60)."""
     import scipy.sparse.linalg as spla
 
-    from jsmf_dask.kernels.rectify import ARPACK_MAX_BLOCK, block_size
+    from jsmf_dask.kernels import rectify
 
-    assert (block_size(k, 400) <= ARPACK_MAX_BLOCK) == lanczos
+    assert (400 // (8 * rectify.block_size(k, 400)) >= 3) == krylov
     C = noisy_cooccurrence(400, 8, seed=2)
     calls = []
-    eigsh = spla.eigsh
-    monkeypatch.setattr(spla, "eigsh", lambda *a, **kw: calls.append(kw["k"]) or eigsh(*a, **kw))
+    block_krylov, lobpcg = rectify._block_krylov, spla.lobpcg
+    monkeypatch.setattr(rectify, "_block_krylov", lambda *a, **kw: calls.append("krylov") or block_krylov(*a, **kw))
+    monkeypatch.setattr(spla, "lobpcg", lambda *a, **kw: calls.append("lobpcg") or lobpcg(*a, **kw))
     eig = top_eigenpairs(lambda X: C @ X, 400, k, tol=1e-8, cold="auto")
-    assert (calls == [block_size(k, 400)]) == lanczos and (calls == []) != lanczos
+    assert set(calls) == ({"krylov"} if krylov else {"lobpcg"})
     w = np.linalg.eigvalsh(C)[::-1][:k]
     np.testing.assert_allclose(eig.values, w, rtol=0, atol=1e-7 * w[0])
+
+
+def test_block_krylov_restarts_and_stops_at_its_cap():
+    """A basis of three blocks must restart (from its Ritz vectors) to converge; a cap of two blocks stops
+    with what it has, above the tolerance."""
+    from jsmf_dask.kernels.rectify import _block_krylov
+
+    C = noisy_cooccurrence(400, 8, seed=2)
+    w = np.linalg.eigvalsh(C)[::-1]
+    X = np.linalg.qr(np.random.default_rng(0).standard_normal((400, 8)))[0]
+    products = []
+
+    def counted(V):
+        products.append(V.shape[1])
+        return C @ V
+
+    theta, V, CV, residual = _block_krylov(counted, X, 5, 1e-10, 200, basis_blocks=3)
+    assert residual <= 1e-10 and len(products) > 3
+    np.testing.assert_allclose(theta[:5], w[:5], rtol=1e-9)
+    np.testing.assert_allclose(CV, C @ V, atol=1e-13)
+    np.testing.assert_allclose(V.T @ V, np.eye(8), atol=1e-12)
+    products.clear()
+    *_, residual = _block_krylov(counted, X, 5, 1e-10, 2, basis_blocks=3)
+    assert len(products) == 2 and residual > 1e-10
 
 
 @settings(max_examples=25, deadline=None)
