@@ -31,7 +31,7 @@ from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model,
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, zarr_store
-from jsmf_dask.kernels.anchors import greedy_anchors
+from jsmf_dask.kernels.factorize import anchors_from_rows
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence, checked_rows, enn_memory, enn_min_memory, from_iterate
 from jsmf_dask.kernels.rectify import Comparison, LowRankIterate, alternating_projection, top_eigenpairs
 from jsmf_dask.kernels.recover import SOLVERS, least_squares_topic_topic, topic_topic, topic_word
@@ -316,13 +316,7 @@ def _rectify_tiled(cooc_url: str, params: RectifyParams, edges: np.ndarray,
     else:
         raise InvalidParameterError("rectifier='dc' runs on the in-task path only (it needs the whole C); "
                                     "use path='in-task' or rectifier='ap'")
-    safe = np.where(p > 0, p, 1.0)
-    norms2 = norms2 / safe**2
-    usable = p > 0 if candidates is None else (p > 0) & candidates
-    anchors, pivots = greedy_anchors(params.n_topics, lambda i: rows(np.array([i]))[0] / safe[i],
-                                     lambda q: product(q) / safe, norms2, candidates=usable)
-    Cbar_S = rows(anchors) / safe[anchors][:, None]
-    C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
+    anchors, pivots, Cbar_S, C_SS = anchors_from_rows(params.n_topics, p, norms2, rows, product, candidates=candidates)
     return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
 
 

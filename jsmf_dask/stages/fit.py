@@ -4,8 +4,9 @@ Two execution paths for rectification (DESIGN §2):
 
 * **in-task** (:func:`rectify_in_task`): one task loads ``C`` and runs the
   whole AP loop (or DC) with threaded BLAS on one worker, then picks the
-  anchors; memory ~2.5·8N² bytes (C, the rectified C the anchors are read from,
-  AP's iterates factored in O(N·K + nnz E)), checked by the caller before it starts.
+  anchors; memory C plus AP's iterates and result factored in O(N·K + nnz E)
+  (DC and the Baseline: plus the dense rectified C the anchors are read from),
+  within the ~2.5·8N² bytes the caller checks before it starts.
 * **tiled** (:func:`row_block_tasks` and friends): the operator
   ``max(YΛYᵀ + c, 0)`` is applied row block by row block as Dask tasks, never
   materialising N×N in one task; the loop itself runs in the caller.
@@ -39,11 +40,10 @@ from jsmf_dask import _progress
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.model_store import write_array
 from jsmf_dask.io.zarr_store import StoredRows, zarr_store
-from jsmf_dask.kernels.factorize import find_anchors, rectify
+from jsmf_dask.kernels.factorize import anchors_from_rows, find_anchors, rectify, rectify_low_rank
 from jsmf_dask.kernels.lowrank import (
     LowRankCooccurrence,
     enn_rectify,
-    from_iterate,
     law_anchors,
     law_coordinates,
     law_weights,
@@ -112,12 +112,15 @@ class RectifyResult:
 
 
 def in_task_memory(n_words: int) -> int:
-    """Bytes the in-task path needs: C and the dense rectified C (2 · 8N²), plus 1/2 · 8N² of slack.
+    """Bytes the in-task path needs: C and a dense rectified C (2 · 8N²), plus 1/2 · 8N² of slack.
 
-    AP's iterates are factored (:class:`~jsmf_dask.kernels.rectify.DenseAP`);
-    measured at N = 8,000 on a sampled corpus, the peak of ``rectify`` and the
-    anchors was 2.14 · 8N² including C (3% of the entries clipped in the first
-    cycle; the dense iterates took 4.1 · 8N²).
+    DC and the Baseline form the dense rectified C. AP's iterates are
+    factored (:class:`~jsmf_dask.kernels.rectify.DenseAP`; in one N×N buffer
+    where the clip is not sparse) and so is its result
+    (:func:`~jsmf_dask.kernels.factorize.rectify_low_rank`); measured at
+    N = 8,000 on a sampled corpus when AP still formed the dense result, the
+    peak of ``rectify`` and the anchors was 2.14 · 8N² including C (3% of the
+    entries clipped in the first cycle; the dense iterates took 4.1 · 8N²).
     """
     return int(2.5 * 8 * n_words * n_words) + (256 << 20)
 
@@ -140,6 +143,8 @@ def in_task_blas_threads(n_words: int) -> int:
     (18.7 s against 27.4 s). ENN's cycles (after its start pairs, which take
     every core) follow the same rule: its NIPS fit took 8.7–9.0 s on one thread
     against 19.8–20.2 s on two, the machine loaded, the metrics identical.
+    With BLAS on one thread, AP's clip scan, one large product a cycle, is
+    split between threads instead (:func:`~jsmf_dask.kernels.rectify.clipped_entries`).
     """
     return (os.cpu_count() or 1) if n_words >= MULTITHREADED_MIN_WORDS else 1
 
@@ -176,18 +181,27 @@ def _rectify_in_task(
         _progress.report(progress, {"cycle": cycle, "of": of, "relative_change": change, "seconds": seconds})
 
     C = _read_checked(cooc_url)
-    with threadpool_limits(limits=in_task_blas_threads(C.shape[0]), user_api="blas"):
-        rect = rectify(
-            C, params.n_topics, rectifier=params.rectifier, iterations=params.iterations, tol=params.tol,
-            end_with=params.end_with, eig_tol=params.eig_tol, dc_permutations=params.dc_permutations,
-            rng=np.random.default_rng(params.seed), start=params.start(),
-            on_cycle=on_cycle if progress is not None else None,
-        )
-        if rect.iterate is None:  # the Baseline, DC: C itself divided by its sum, DC with a new diagonal
-            diagonal = np.diagonal(rect.C).copy() if params.rectifier == "dc" else None
-            rectified = StoredRows(cooc_url, "C", rect.scale, diagonal)
-        else:
-            rectified = from_iterate(rect.iterate, rect.scale, clipped_entries(rect.iterate))
+    blas_threads = in_task_blas_threads(C.shape[0])
+    scan_threads = max(1, (os.cpu_count() or 1) // blas_threads)  # each scan thread's products on one BLAS thread
+    rng, start = np.random.default_rng(params.seed), params.start()
+    on_cycle = on_cycle if progress is not None else None
+    with threadpool_limits(limits=blas_threads, user_api="blas"):
+        if params.rectifier == "ap":  # no second N×N array: the result in low-rank form, its anchors from there
+            rectified, rect = rectify_low_rank(
+                C, params.n_topics, iterations=params.iterations, tol=params.tol, end_with=params.end_with,
+                eig_tol=params.eig_tol, rng=rng, start=start, on_cycle=on_cycle, scan_threads=scan_threads,
+            )
+            del C
+            p = rectified.row_sums()
+            anchors, pivots, Cbar_S, C_SS = anchors_from_rows(
+                params.n_topics, p, rectified.row_norms2(), rectified.rows,
+                lambda q: rectified.matmat(q[:, None])[:, 0], candidates=candidates)
+            return RectifyResult(rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
+        # the Baseline, DC: C itself divided by its sum, DC with a new diagonal
+        rect = rectify(C, params.n_topics, rectifier=params.rectifier, eig_tol=params.eig_tol,
+                       dc_permutations=params.dc_permutations, rng=rng)
+        diagonal = np.diagonal(rect.C).copy() if params.rectifier == "dc" else None
+        rectified = StoredRows(cooc_url, "C", rect.scale, diagonal)
         del C
         C_rect = rect.C
         p = C_rect.sum(axis=1)

@@ -211,11 +211,11 @@ def test_in_task_memory_is_checked_before_starting():
 
 
 @pytest.mark.parametrize("threshold", [10_000, 0])
-@pytest.mark.parametrize(("rectifier", "kernel"), [("ap", "rectify"), ("enn", "enn_rectify")])
+@pytest.mark.parametrize(("rectifier", "kernel"), [("ap", "rectify_low_rank"), ("enn", "enn_rectify")])
 def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_root, monkeypatch, threshold,
                                                                     rectifier, kernel):
     """One BLAS thread below MULTITHREADED_MIN_WORDS (the cycles' small products lose on several), every core
-    from it: AP's and ENN's cycles alike."""
+    from it: AP's and ENN's cycles alike. AP's clip scan takes the cores BLAS leaves."""
     import os
 
     from threadpoolctl import threadpool_info
@@ -225,14 +225,20 @@ def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_ro
     seen = []
     real = getattr(stage, kernel)
 
+    scan_threads = []
+
     def recording(*args, **kwargs):
         seen.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+        scan_threads.append(kwargs.get("scan_threads"))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(stage, "MULTITHREADED_MIN_WORDS", threshold)
     monkeypatch.setattr(stage, kernel, recording)
     fit(synthetic_root, n_topics=5, iterations=3, rectifier=rectifier, name="threads", overwrite=True)  # N = 300
-    assert seen and set(seen) == {1 if threshold > 300 else os.cpu_count()}
+    blas = 1 if threshold > 300 else os.cpu_count()
+    assert seen and set(seen) == {blas}
+    if rectifier == "ap":
+        assert scan_threads == [os.cpu_count() // blas]
 
 
 def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
