@@ -80,7 +80,6 @@ def rectify(
     rng: np.random.Generator | None = None,
     start: Eigenpairs | None = None,
     on_cycle=None,
-    scan_threads: int = 1,
 ) -> Rectified:
     """Rectify ``C`` with AP, DC or nothing (the Baseline).
 
@@ -99,8 +98,6 @@ def rectify(
         AP's warm start (e.g. the previous fit's ``Y`` when C was updated).
     on_cycle : callable, optional
         AP's progress callback (see :func:`~jsmf_dask.kernels.rectify.alternating_projection`).
-    scan_threads : int, default=1
-        Threads of AP's clip scan (:class:`~jsmf_dask.kernels.rectify.DenseAP`).
 
     Returns
     -------
@@ -109,8 +106,7 @@ def rectify(
     rng = np.random.default_rng(0) if rng is None else rng
     n = C.shape[0]
     if rectifier == "ap":
-        op, iterate, eig, trace, n_iter = _ap(C, n_topics, iterations, tol, end_with, eig_tol, rng, start, on_cycle,
-                                              scan_threads)
+        op, iterate, eig, trace, n_iter = _ap(C, n_topics, iterations, tol, end_with, eig_tol, rng, start, on_cycle)
         out = iterate.block(slice(0, n), slice(0, n)) if end_with == "psd" else op.dense(iterate)
         del op  # drops AP's second buffer before the caller goes on
         scale = float(out.sum())
@@ -130,10 +126,10 @@ def rectify(
     return Rectified(out, eig, scale=scale)
 
 
-def _ap(C, n_topics, iterations, tol, end_with, eig_tol, rng, start, on_cycle, scan_threads):
+def _ap(C, n_topics, iterations, tol, end_with, eig_tol, rng, start, on_cycle):
     """AP on ``C`` in memory: ``(op, iterate, eig, trace, n_iter)``, the iterate after the last PSD step
     (unclipped) with ``end_with='psd'``."""
-    op = DenseAP(C, scan_threads=scan_threads)
+    op = DenseAP(C)
     iterate, eig, trace, n_iter = alternating_projection(
         op, C.shape[0], n_topics, iterations=iterations, tol=tol, eig_tol=eig_tol, rng=rng, start=start,
         on_cycle=on_cycle,
@@ -154,7 +150,6 @@ def rectify_low_rank(
     rng: np.random.Generator | None = None,
     start: Eigenpairs | None = None,
     on_cycle=None,
-    scan_threads: int = 1,
 ) -> tuple[LowRankCooccurrence, Rectified]:
     """:func:`rectify` with AP, the result kept in low-rank form: no N×N array besides ``C``.
 
@@ -172,9 +167,8 @@ def rectify_low_rank(
         Eigenpairs, trace, iterate and scale, with ``C`` None.
     """
     rng = np.random.default_rng(0) if rng is None else rng
-    _, iterate, eig, trace, n_iter = _ap(C, n_topics, iterations, tol, end_with, eig_tol, rng, start, on_cycle,
-                                         scan_threads)
-    upper = clipped_entries(iterate, threads=scan_threads)
+    _, iterate, eig, trace, n_iter = _ap(C, n_topics, iterations, tol, end_with, eig_tol, rng, start, on_cycle)
+    upper = clipped_entries(iterate)
     scale = from_iterate(iterate, 1.0, upper).total()
     return from_iterate(iterate, scale, upper), Rectified(None, eig, trace.as_arrays(), n_iter, iterate, scale)
 

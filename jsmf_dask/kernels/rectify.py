@@ -20,7 +20,6 @@ import functools
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -461,15 +460,8 @@ class APOperator(Protocol):
 CLIP_CHUNK_BYTES = 4 << 20
 
 
-def _equal_upper_shares(r0: int, r1: int, n: int, parts: int) -> np.ndarray:
-    """Row edges splitting rows ``[r0, r1)`` of an N×N upper triangle into ``parts`` of about equal area."""
-    area = np.concatenate([[0], np.cumsum(n - np.arange(r0, r1))])
-    inner = np.searchsorted(area, area[-1] * np.arange(1, parts) / parts)
-    return np.unique(np.concatenate([[r0], r0 + inner, [r1]]))
-
-
 def clipped_entries(iterate: LowRankIterate, rows: tuple[int, int] | None = None, *,
-                    chunk: int | None = None, threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    chunk: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The entries ``i ≤ j`` of ``max(−L, 0)``, ``L = Y diag(λ) Yᵀ + c``, that are non-zero: ``(i, j, value)``.
 
     An AP iterate ``max(L, 0)`` is ``L + max(−L, 0)``, low rank plus this
@@ -479,12 +471,6 @@ def clipped_entries(iterate: LowRankIterate, rows: tuple[int, int] | None = None
     chunks of ``chunk`` rows (default: about 4 MB of a chunk): O(N·K) memory
     besides the chunk and the result. The entries come in row-major order. An
     iterate without the clip has none.
-
-    ``threads`` > 1 splits the rows into that many shares of equal area (at
-    least four chunks each), scanned by as many threads, each with its own
-    chunk (numpy and BLAS release the GIL). On the NIPS papers, 2 cores: 12.5
-    against 17.4 ms a late cycle with the machine quiet, about the same with
-    another process busy on one core.
     """
     n = iterate.Y.shape[0]
     r0, r1 = (0, n) if rows is None else rows
@@ -492,12 +478,6 @@ def clipped_entries(iterate: LowRankIterate, rows: tuple[int, int] | None = None
     if not iterate.clip or r1 <= r0:
         return empty, empty, np.zeros(0)
     chunk = chunk or max(1, CLIP_CHUNK_BYTES // (9 * max(n - r0, 1)))
-    parts = min(threads, (r1 - r0) // (4 * chunk))
-    if parts > 1:
-        edges = _equal_upper_shares(r0, r1, n, parts)
-        with ThreadPoolExecutor(len(edges) - 1) as pool:
-            shares = list(pool.map(lambda a, b: clipped_entries(iterate, (a, b), chunk=chunk), edges[:-1], edges[1:]))
-        return tuple(np.concatenate(part) for part in zip(*shares, strict=True))
     scaled = iterate.Y * iterate.lam
     Yt = np.ascontiguousarray(iterate.Y.T)
     size = min(chunk, r1 - r0) * (n - r0)
@@ -629,8 +609,6 @@ class DenseAP:
         Symmetric; not modified.
     chunk_rows : int, optional
         Rows per chunk of the scan (default: about 4 MB of a chunk).
-    scan_threads : int, default=1
-        Threads of the scan (:func:`clipped_entries`).
     """
 
     cold_start = "auto"
@@ -638,10 +616,9 @@ class DenseAP:
     DENSE_FRACTION = 0.05
     _SAMPLE_ROWS = 256
 
-    def __init__(self, C: np.ndarray, *, chunk_rows: int | None = None, scan_threads: int = 1):
+    def __init__(self, C: np.ndarray, *, chunk_rows: int | None = None):
         self.C = C
         self._chunk = chunk_rows
-        self._threads = scan_threads
         self._norm_C: float | None = None
         self._last: _Clipped | None = None
         self.dense_mode: bool | None = None  # decided at the first comparison
@@ -663,7 +640,7 @@ class DenseAP:
     def _clipped(self, iterate: LowRankIterate) -> _Clipped:
         if self._last is not None and self._last.iterate is iterate:
             return self._last
-        upper = clipped_entries(iterate, chunk=self._chunk, threads=self._threads)
+        upper = clipped_entries(iterate, chunk=self._chunk)
         E = _UpperSparse.from_upper(*upper, self.C.shape[0])
         left, right = iterate.factors
         # ‖L + E‖² = ‖L‖² − ‖E‖², as E = −L on its support; ‖left @ right‖² = Σ (leftᵀleft) ∘ (right rightᵀ)

@@ -143,8 +143,10 @@ def in_task_blas_threads(n_words: int) -> int:
     (18.7 s against 27.4 s). ENN's cycles (after its start pairs, which take
     every core) follow the same rule: its NIPS fit took 8.7–9.0 s on one thread
     against 19.8–20.2 s on two, the machine loaded, the metrics identical.
-    With BLAS on one thread, AP's clip scan, one large product a cycle, is
-    split between threads instead (:func:`~jsmf_dask.kernels.rectify.clipped_entries`).
+    Splitting AP's clip scan (one large product a cycle) between two Python
+    threads instead took 12.5 against 17.4 ms a scan alone but gave nothing
+    measurable over the 150 cycles with the machine quiet, and lost 1–2 s with
+    another process busy on one core.
     """
     return (os.cpu_count() or 1) if n_words >= MULTITHREADED_MIN_WORDS else 1
 
@@ -182,14 +184,13 @@ def _rectify_in_task(
 
     C = _read_checked(cooc_url)
     blas_threads = in_task_blas_threads(C.shape[0])
-    scan_threads = max(1, (os.cpu_count() or 1) // blas_threads)  # each scan thread's products on one BLAS thread
     rng, start = np.random.default_rng(params.seed), params.start()
     on_cycle = on_cycle if progress is not None else None
     with threadpool_limits(limits=blas_threads, user_api="blas"):
         if params.rectifier == "ap":  # no second N×N array: the result in low-rank form, its anchors from there
             rectified, rect = rectify_low_rank(
                 C, params.n_topics, iterations=params.iterations, tol=params.tol, end_with=params.end_with,
-                eig_tol=params.eig_tol, rng=rng, start=start, on_cycle=on_cycle, scan_threads=scan_threads,
+                eig_tol=params.eig_tol, rng=rng, start=start, on_cycle=on_cycle,
             )
             del C
             p = rectified.row_sums()

@@ -215,7 +215,7 @@ def test_in_task_memory_is_checked_before_starting():
 def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_root, monkeypatch, threshold,
                                                                     rectifier, kernel):
     """One BLAS thread below MULTITHREADED_MIN_WORDS (the cycles' small products lose on several), every core
-    from it: AP's and ENN's cycles alike. AP's clip scan takes the cores BLAS leaves."""
+    from it: AP's and ENN's cycles alike."""
     import os
 
     from threadpoolctl import threadpool_info
@@ -225,20 +225,14 @@ def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_ro
     seen = []
     real = getattr(stage, kernel)
 
-    scan_threads = []
-
     def recording(*args, **kwargs):
         seen.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
-        scan_threads.append(kwargs.get("scan_threads"))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(stage, "MULTITHREADED_MIN_WORDS", threshold)
     monkeypatch.setattr(stage, kernel, recording)
     fit(synthetic_root, n_topics=5, iterations=3, rectifier=rectifier, name="threads", overwrite=True)  # N = 300
-    blas = 1 if threshold > 300 else os.cpu_count()
-    assert seen and set(seen) == {blas}
-    if rectifier == "ap":
-        assert scan_threads == [os.cpu_count() // blas]
+    assert seen and set(seen) == {1 if threshold > 300 else os.cpu_count()}
 
 
 def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
