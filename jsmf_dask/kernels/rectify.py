@@ -206,7 +206,14 @@ def _warm_refine(
         Q = _orthonormal_columns(R)
         if Q.shape[1] == 0:
             break
-        theta, V, CV = _rayleigh_ritz(np.hstack([V, Q]), np.hstack([CV, counted(Q)]), keep=b)
+        # Rayleigh–Ritz on [V, Q] by blocks: VᵀCV = diag(θ) (V are Ritz vectors), VᵀCQ = (CV)ᵀQ
+        CQ = counted(Q)
+        VtCQ = CV.T @ Q
+        H = np.block([[np.diag(theta), VtCQ], [VtCQ.T, Q.T @ CQ]])
+        w, W = sla.eigh(0.5 * (H + H.T))
+        order = np.argsort(w)[::-1][:b]
+        theta, top, rest = w[order], W[: V.shape[1], order], W[V.shape[1] :, order]
+        V, CV = V @ top + Q @ rest, CV @ top + CQ @ rest
         residual = _residual(theta, V, CV, k)
     return theta, V, CV, residual
 
