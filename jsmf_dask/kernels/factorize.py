@@ -181,6 +181,7 @@ def anchors_from_rows(
     product: Callable[[np.ndarray], np.ndarray],
     *,
     candidates: np.ndarray | None = None,
+    nonnegative: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Anchor words of a ``C`` seen through its rows and products (low-rank or stored C; see :mod:`.anchors`).
 
@@ -197,6 +198,11 @@ def anchors_from_rows(
         ``q -> C q`` for a vector ``q``.
     candidates : ndarray of bool, shape (N,), optional
         Words allowed as anchors; words with an all-zero row never are.
+    nonnegative : bool, default=False
+        ``C`` is non-negative (AP's result ending with the clip): the anchor rows are clipped at 0.
+        In low-rank form AP's clipped entries are ``L + E``, zero only to
+        rounding (±1e-17 on entries of 1e-3), which would leave ``A`` with
+        entries of -1e-17.
 
     Returns
     -------
@@ -211,6 +217,8 @@ def anchors_from_rows(
     anchors, pivots = greedy_anchors(n_topics, lambda i: rows(np.array([i]))[0] / safe[i],
                                      lambda q: product(q) / safe, row_norms2 / safe**2, candidates=usable)
     Cbar_S = rows(anchors) / safe[anchors][:, None]
+    if nonnegative:
+        np.maximum(Cbar_S, 0.0, out=Cbar_S)
     return anchors, pivots, Cbar_S, Cbar_S[:, anchors] * p[anchors][:, None]
 
 

@@ -316,7 +316,9 @@ def _rectify_tiled(cooc_url: str, params: RectifyParams, edges: np.ndarray,
     else:
         raise InvalidParameterError("rectifier='dc' runs on the in-task path only (it needs the whole C); "
                                     "use path='in-task' or rectifier='ap'")
-    anchors, pivots, Cbar_S, C_SS = anchors_from_rows(params.n_topics, p, norms2, rows, product, candidates=candidates)
+    clipped = params.rectifier == "ap" and params.end_with == "nonnegative"
+    anchors, pivots, Cbar_S, C_SS = anchors_from_rows(params.n_topics, p, norms2, rows, product, candidates=candidates,
+                                                      nonnegative=clipped)
     return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
 
 

@@ -196,7 +196,8 @@ def _rectify_in_task(
             p = rectified.row_sums()
             anchors, pivots, Cbar_S, C_SS = anchors_from_rows(
                 params.n_topics, p, rectified.row_norms2(), rectified.rows,
-                lambda q: rectified.matmat(q[:, None])[:, 0], candidates=candidates)
+                lambda q: rectified.matmat(q[:, None])[:, 0], candidates=candidates,
+                nonnegative=params.end_with == "nonnegative")
             return RectifyResult(rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
         # the Baseline, DC: C itself divided by its sum, DC with a new diagonal
         rect = rectify(C, params.n_topics, rectifier=params.rectifier, eig_tol=params.eig_tol,
