@@ -33,6 +33,7 @@ __all__ = [
     "Eigenpairs",
     "top_eigenpairs",
     "block_size",
+    "cold_start_memory",
     "APTrace",
     "LowRankIterate",
     "APOperator",
@@ -122,6 +123,15 @@ def block_size(k: int, n: int) -> int:
 #: Blocks a block Krylov basis grows to before it restarts from its leading Ritz vectors (see :func:`_block_krylov`):
 #: on the NIPS papers (K = 20, blocks of 30) the first solve converges at the tenth block.
 KRYLOV_MAX_BLOCKS = 12
+
+
+def cold_start_memory(n: int, k: int) -> int:
+    """Bytes a cold start of :func:`top_eigenpairs` with ``cold='auto'`` keeps besides the matrix: the block
+    Krylov basis and its products (at most N²/4 numbers), or LOBPCG's few blocks where that is too small."""
+    b = block_size(k, n)
+    blocks = min(KRYLOV_MAX_BLOCKS, n // (8 * b))
+    width = b * blocks if blocks >= 3 else 3 * b
+    return 8 * (2 * n * width + width * width)
 
 
 def _ritz(Q: np.ndarray, CQ: np.ndarray, H: np.ndarray, b: int, k: int

@@ -33,7 +33,13 @@ from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.factorize import anchors_from_rows
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence, checked_rows, enn_memory, enn_min_memory, from_iterate
-from jsmf_dask.kernels.rectify import Comparison, LowRankIterate, alternating_projection, top_eigenpairs
+from jsmf_dask.kernels.rectify import (
+    Comparison,
+    LowRankIterate,
+    alternating_projection,
+    cold_start_memory,
+    top_eigenpairs,
+)
 from jsmf_dask.kernels.recover import SOLVERS, least_squares_topic_topic, topic_topic, topic_word
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.stages.cooccurrence import word_block_edges
@@ -189,10 +195,12 @@ def _check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: boo
     """The worker to run ENN + LAW on and the bytes its cycles may use, after checking it holds the least they need.
 
     The least is :func:`~jsmf_dask.kernels.lowrank.enn_min_memory` (every
-    eigensolve exact), plus the dense C when the task loads it; the budget is
+    eigensolve exact), plus the dense C and its first eigensolve's basis
+    (:func:`~jsmf_dask.kernels.rectify.cold_start_memory`) when the task loads it; the budget is
     the worker's share :data:`IN_TASK_SHARE` of its limit.
     """
-    need = enn_min_memory(n_words, n_topics) + (8 * n_words * n_words if dense_start else 0)
+    dense = 8 * n_words * n_words + cold_start_memory(n_words, n_topics)  # C and its first eigensolve
+    need = enn_min_memory(n_words, n_topics) + (dense if dense_start else 0)
     addr, limit, where = _largest_memory(client)
     if need > IN_TASK_SHARE * limit:
         raise StoreError(
@@ -588,7 +596,8 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
     n, k = store.n_words, params.n_topics
     start = None
     dense_start = not store.compressed
-    if dense_start and enn_min_memory(n, k) + 8 * n * n > IN_TASK_SHARE * _largest_memory(client)[1]:
+    if dense_start and (enn_min_memory(n, k) + 8 * n * n + cold_start_memory(n, k)
+                        > IN_TASK_SHARE * _largest_memory(client)[1]):
         # The dense C does not fit one task: its top-K eigenpairs by products tile by tile.
         edges = word_block_edges(n, int(store.attrs["tile_size"]))
         start = top_eigenpairs(lambda V: TiledAP(store.url, edges).matmat(None, V), n, k, tol=params.eig_tol,

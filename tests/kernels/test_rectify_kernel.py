@@ -79,6 +79,26 @@ def test_auto_cold_start_is_block_krylov_where_its_basis_fits(k, krylov, monkeyp
     np.testing.assert_allclose(eig.values, w, rtol=0, atol=1e-7 * w[0])
 
 
+def test_cold_start_memory_bounds_what_the_block_krylov_start_allocates():
+    """The basis, its products and H (cold_start_memory) are what a cold start keeps besides C, measured with
+    tracemalloc (numpy reports its buffers there), with room for a few N×b temporaries."""
+    import tracemalloc
+
+    from jsmf_dask.kernels.rectify import block_size, cold_start_memory
+
+    n, k = 3000, 6
+    C = noisy_cooccurrence(n, 8, seed=3, docs=300)
+    b = block_size(k, n)
+    assert cold_start_memory(n, k) == 8 * (2 * n * 12 * b + (12 * b) ** 2) <= 2 * n * n
+    tracemalloc.start()
+    try:
+        top_eigenpairs(lambda X: C @ X, n, k, tol=1e-8, cold="auto")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 0.9 * cold_start_memory(n, k) <= peak <= cold_start_memory(n, k) + 16 * 8 * n * b
+
+
 def test_block_krylov_restarts_and_stops_at_its_cap():
     """A basis of three blocks must restart (from its Ritz vectors) to converge; a cap of two blocks stops
     with what it has, above the tolerance."""
