@@ -73,13 +73,12 @@ class Eigenpairs:
     basis: np.ndarray | None = None
 
 
-def _rayleigh_ritz(X: np.ndarray, CX: np.ndarray, keep: int | None = None
+def _rayleigh_ritz(X: np.ndarray, CX: np.ndarray, H: np.ndarray | None = None, keep: int | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Ritz values (descending) and vectors of ``C`` on the span of ``X``, and ``C`` times them; the leading
-    ``keep`` only (default all)."""
-    H = X.T @ CX
-    H = 0.5 * (H + H.T)
-    theta, W = sla.eigh(H)
+    """Ritz values (descending) and vectors of ``C`` on the span of the orthonormal ``X``, and ``C`` times
+    them; the leading ``keep`` only (default all). ``H = Xᵀ C X`` when the caller has it."""
+    H = X.T @ CX if H is None else H
+    theta, W = sla.eigh(0.5 * (H + H.T))
     order = np.argsort(theta)[::-1][:keep]
     theta, W = theta[order], W[:, order]
     return theta, X @ W, CX @ W
@@ -134,17 +133,6 @@ def cold_start_memory(n: int, k: int) -> int:
     return 8 * (2 * n * width + width * width)
 
 
-def _ritz(Q: np.ndarray, CQ: np.ndarray, H: np.ndarray, b: int, k: int
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """The ``b`` leading Ritz pairs of the basis ``Q`` (``H = Qᵀ C Q``), ``C`` times them, and the relative
-    residual of the top ``k``."""
-    w, W = sla.eigh(0.5 * (H + H.T))
-    order = np.argsort(w)[::-1][:b]
-    theta, W = w[order], W[:, order]
-    V, CV = Q @ W, CQ @ W
-    return theta, V, CV, _residual(theta, V, CV, k)
-
-
 def _block_krylov(
     counted: Callable[[np.ndarray], np.ndarray], X: np.ndarray, k: int, tol: float, max_blocks: int,
     basis_blocks: int = KRYLOV_MAX_BLOCKS,
@@ -188,7 +176,8 @@ def _block_krylov(
                     grown = True
                     if m < 3 * b:
                         continue
-            theta, V, CV, residual = _ritz(Q[:, :m], CQ[:, :m], H[:m, :m], b, k)
+            theta, V, CV = _rayleigh_ritz(Q[:, :m], CQ[:, :m], H[:m, :m], keep=b)
+            residual = _residual(theta, V, CV, k)
             if residual <= tol or blocks >= max_blocks or (not grown and m + b <= width):
                 return theta, V, CV, residual  # converged, out of products, or an invariant subspace
             if not grown:
