@@ -33,8 +33,8 @@ from jsmf_dask.kernels.recover import (
     topic_word,
 )
 
-__all__ = ["Rectified", "rectify", "rectify_low_rank", "find_anchors", "anchors_from_rows", "Recovered", "recover",
-           "recover_low_rank"]
+__all__ = ["Rectified", "rectify", "rectify_low_rank", "find_anchors", "anchors_from_rows", "anchors_low_rank",
+           "Recovered", "recover", "recover_low_rank"]
 
 
 @dataclass
@@ -43,8 +43,8 @@ class Rectified:
 
     Attributes
     ----------
-    C : ndarray, shape (N, N), or None
-        The rectified co-occurrence, summing to 1 (None from :func:`rectify_low_rank`).
+    C : ndarray, shape (N, N)
+        The rectified co-occurrence, summing to 1.
     eig : Eigenpairs
         Its top-K eigenpairs.
     trace : dict of str to ndarray
@@ -59,7 +59,7 @@ class Rectified:
         entries are C's divided by it).
     """
 
-    C: np.ndarray | None
+    C: np.ndarray
     eig: Eigenpairs
     trace: dict[str, np.ndarray] = field(default_factory=dict)
     n_iter: int = 0
@@ -150,7 +150,7 @@ def rectify_low_rank(
     rng: np.random.Generator | None = None,
     start: Eigenpairs | None = None,
     on_cycle=None,
-) -> tuple[LowRankCooccurrence, Rectified]:
+) -> tuple[LowRankCooccurrence, Eigenpairs, dict[str, np.ndarray], int]:
     """:func:`rectify` with AP, the result kept in low-rank form: no N×N array besides ``C``.
 
     The last iterate ``max(L, 0)`` divided by its sum is ``Y Yᵀ + E + r·11ᵀ``
@@ -163,14 +163,34 @@ def rectify_low_rank(
     -------
     rectified : LowRankCooccurrence
         The rectified co-occurrence, summing to 1.
-    result : Rectified
-        Eigenpairs, trace, iterate and scale, with ``C`` None.
+    eig : Eigenpairs
+        Top-K eigenpairs of the last iterate.
+    trace : dict of str to ndarray
+        AP's per-iteration diagnostics.
+    n_iter : int
     """
     rng = np.random.default_rng(0) if rng is None else rng
     _, iterate, eig, trace, n_iter = _ap(C, n_topics, iterations, tol, end_with, eig_tol, rng, start, on_cycle)
-    upper = clipped_entries(iterate)
-    scale = from_iterate(iterate, 1.0, upper).total()
-    return from_iterate(iterate, scale, upper), Rectified(None, eig, trace.as_arrays(), n_iter, iterate, scale)
+    return from_iterate(iterate, None, clipped_entries(iterate)), eig, trace.as_arrays(), n_iter
+
+
+def anchors_low_rank(
+    rectified: LowRankCooccurrence, n_topics: int, *, candidates: np.ndarray | None = None,
+    nonnegative: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`anchors_from_rows` of a low-rank ``C`` (rows, products and row norms by its factors).
+
+    Returns
+    -------
+    p : ndarray, shape (N,)
+        Row sums of ``C``.
+    anchors, pivots, Cbar_S, C_SS
+        As :func:`anchors_from_rows`.
+    """
+    p = rectified.row_sums()
+    return (p, *anchors_from_rows(n_topics, p, rectified.row_norms2(), rectified.rows,
+                                  lambda q: rectified.matmat(q[:, None])[:, 0], candidates=candidates,
+                                  nonnegative=nonnegative))
 
 
 def anchors_from_rows(

@@ -226,17 +226,20 @@ def factor(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     return vectors * np.sqrt(np.maximum(values, 0.0))
 
 
-def from_iterate(iterate: LowRankIterate, scale: float,
+def from_iterate(iterate: LowRankIterate, scale: float | None,
                  upper: tuple[np.ndarray, np.ndarray, np.ndarray]) -> LowRankCooccurrence:
     """An AP iterate divided by ``scale``, ``max(L, 0)/s``, as ``Y Yᵀ + E + r·11ᵀ`` (exact to rounding).
 
     ``upper`` is :func:`~jsmf_dask.kernels.rectify.clipped_entries` of ``iterate`` (all rows); ``Y = Y_t diag(√(λ/s))``,
-    ``E = max(−L, 0)/s`` and ``r = c/s``.
+    ``E = max(−L, 0)/s`` and ``r = c/s``. ``scale`` None divides by the iterate's own sum, ``ΣL + ΣE`` by exact
+    algebra on the factors (a rectified C summing to 1).
     """
     n = iterate.Y.shape[0]
-    i, j, v = upper
-    return LowRankCooccurrence(iterate.Y * np.sqrt(iterate.lam / scale), symmetric_from_upper(i, j, v / scale, n),
-                               float(iterate.c / scale))
+    E = symmetric_from_upper(*upper, n)
+    if scale is None:
+        s = iterate.Y.sum(axis=0)
+        scale = float((s * iterate.lam) @ s) + iterate.c * n * n + float(E.sum())
+    return LowRankCooccurrence(iterate.Y * np.sqrt(iterate.lam / scale), E / scale, float(iterate.c / scale))
 
 
 def nonnegativity_correction(Y: np.ndarray, checked: np.ndarray, *, total: float = 1.0,

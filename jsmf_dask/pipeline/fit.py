@@ -31,7 +31,7 @@ from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model,
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, zarr_store
-from jsmf_dask.kernels.factorize import anchors_from_rows
+from jsmf_dask.kernels.factorize import anchors_from_rows, anchors_low_rank
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence, checked_rows, enn_memory, enn_min_memory, from_iterate
 from jsmf_dask.kernels.rectify import (
     Comparison,
@@ -300,33 +300,24 @@ def _rectify_tiled(cooc_url: str, params: RectifyParams, edges: np.ndarray,
         trace = ap_trace.as_arrays()
         if params.end_with == "psd":
             iterate = LowRankIterate(eig.vectors, np.maximum(eig.values, 0.0), 0.0, clip=False)
-        total = float(np.vstack(dask.compute(*row_block_tasks("rowstats", edges, iterate)))[:, 0].sum())
         parts = _progress.compute(*clipped_entry_tasks(iterate, edges))
-        rectified = from_iterate(iterate, total, tuple(np.concatenate(x) for x in zip(*parts, strict=True)))
-        p, norms2 = rectified.row_sums(), rectified.row_norms2()
-
-        def rows(index: np.ndarray) -> np.ndarray:
-            return rectified.rows(index)
-
-        def product(q: np.ndarray) -> np.ndarray:
-            return rectified.matmat(q[:, None])[:, 0]
+        rectified = from_iterate(iterate, None, tuple(np.concatenate(x) for x in zip(*parts, strict=True)))
+        p, anchors, pivots, Cbar_S, C_SS = anchors_low_rank(rectified, params.n_topics, candidates=candidates,
+                                                             nonnegative=params.end_with == "nonnegative")
     elif params.rectifier == "none":  # C itself divided by its sum, read from the store (no copy)
         scale = float(c_stats[:, 0].sum())
         eig = top_eigenpairs(lambda V: op.matmat(None, V) / scale, n, params.n_topics, tol=params.eig_tol, rng=rng)
         rectified = StoredRows(cooc_url, "C", scale)
-        p, norms2 = c_stats[:, 0] / scale, c_stats[:, 1] / scale**2
-
-        def rows(index: np.ndarray) -> np.ndarray:
-            return rectified.rows(index)
+        p = c_stats[:, 0] / scale
 
         def product(q: np.ndarray) -> np.ndarray:
             return np.vstack(dask.compute(*row_block_tasks("matmat", edges, (cooc_url, "C"), q[:, None])))[:, 0] / scale
+
+        anchors, pivots, Cbar_S, C_SS = anchors_from_rows(params.n_topics, p, c_stats[:, 1] / scale**2,
+                                                          rectified.rows, product, candidates=candidates)
     else:
         raise InvalidParameterError("rectifier='dc' runs on the in-task path only (it needs the whole C); "
                                     "use path='in-task' or rectifier='ap'")
-    clipped = params.rectifier == "ap" and params.end_with == "nonnegative"
-    anchors, pivots, Cbar_S, C_SS = anchors_from_rows(params.n_topics, p, norms2, rows, product, candidates=candidates,
-                                                      nonnegative=clipped)
     return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
 
 

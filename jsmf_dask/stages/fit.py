@@ -40,7 +40,7 @@ from jsmf_dask import _progress
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.model_store import write_array
 from jsmf_dask.io.zarr_store import StoredRows, zarr_store
-from jsmf_dask.kernels.factorize import anchors_from_rows, find_anchors, rectify, rectify_low_rank
+from jsmf_dask.kernels.factorize import anchors_low_rank, find_anchors, rectify, rectify_low_rank
 from jsmf_dask.kernels.lowrank import (
     LowRankCooccurrence,
     enn_rectify,
@@ -188,17 +188,14 @@ def _rectify_in_task(
     on_cycle = on_cycle if progress is not None else None
     with threadpool_limits(limits=blas_threads, user_api="blas"):
         if params.rectifier == "ap":  # no second N×N array: the result in low-rank form, its anchors from there
-            rectified, rect = rectify_low_rank(
+            rectified, eig, trace, n_iter = rectify_low_rank(
                 C, params.n_topics, iterations=params.iterations, tol=params.tol, end_with=params.end_with,
                 eig_tol=params.eig_tol, rng=rng, start=start, on_cycle=on_cycle,
             )
             del C
-            p = rectified.row_sums()
-            anchors, pivots, Cbar_S, C_SS = anchors_from_rows(
-                params.n_topics, p, rectified.row_norms2(), rectified.rows,
-                lambda q: rectified.matmat(q[:, None])[:, 0], candidates=candidates,
-                nonnegative=params.end_with == "nonnegative")
-            return RectifyResult(rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
+            p, anchors, pivots, Cbar_S, C_SS = anchors_low_rank(rectified, params.n_topics, candidates=candidates,
+                                                                 nonnegative=params.end_with == "nonnegative")
+            return RectifyResult(eig, trace, n_iter, p, anchors, pivots, Cbar_S, C_SS, rectified)
         # the Baseline, DC: C itself divided by its sum, DC with a new diagonal
         rect = rectify(C, params.n_topics, rectifier=params.rectifier, eig_tol=params.eig_tol,
                        dc_permutations=params.dc_permutations, rng=rng)

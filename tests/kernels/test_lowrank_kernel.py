@@ -315,6 +315,10 @@ def test_an_ap_iterate_in_low_rank_form_equals_its_dense_clip(seed, n, k, shift,
     tol = 1e-13 * np.abs(raw).max() / scale  # L + max(−L, 0) cancels to rounding of L's entries
     np.testing.assert_allclose(C, dense / scale, rtol=0, atol=tol)
     np.testing.assert_allclose(rect.row_norms2(), (C * C).sum(axis=1), rtol=1e-10, atol=1e-12 * (C * C).sum())
+    if clip and dense.sum() > 0:  # scale None: the iterate's own sum, by algebra on the factors and E
+        own = from_iterate(iterate, None, whole)
+        np.testing.assert_allclose(own.Y @ own.Y.T + own.E.toarray() + own.r, dense / dense.sum(), rtol=0,
+                                   atol=1e-13 * np.abs(raw).max() / dense.sum())
 
 
 def test_a_row_the_clip_emptied_sums_to_exactly_zero():
