@@ -156,7 +156,7 @@ class RectifiedAnchorWords:
             Ignored.
         name : str, optional
             Model name under ``<root>/model.zarr`` (default ``k<K>-<rectifier>``);
-            the refined model is stored beside it as ``<name>-vb``.
+            the refined model is stored beside it as ``<name>-<method>`` (``jsmf.refine.method``).
         overwrite : bool, default=False
             Replace models of the same names.
 
@@ -179,8 +179,8 @@ class RectifiedAnchorWords:
         self._set_fitted(result.B, result.A, result.A_least_squares, result.anchors, result.trace,
                          result.eigenvalues, result.n_iter)
         if sweeps:
-            refined = refine(root, model=result.name, sweeps=sweeps, name=default_refined_name(result.name),
-                             overwrite=overwrite)
+            refined = refine(root, model=result.name, sweeps=sweeps,
+                             name=default_refined_name(result.name, config.get("refine.method")), overwrite=overwrite)
             self.components_ = np.ascontiguousarray(refined.B.T)
             self.topic_topic_ = refined.A
             self.refine_history_ = dict(refined.trace)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Any
 
 from jsmf_dask.exceptions import InvalidParameterError
 
-__all__ = ["check_int", "check_option", "check_heldout"]
+__all__ = ["check_int", "check_option", "check_heldout", "check_name", "name_problem", "NAME_RULE"]
+
+#: What a user-given name (a model, an output) may be: one path component that is safe on every file system
+#: and object store, whatever code later joins it to a path.
+NAME_RULE = ("1 to 128 characters from the letters A-Z and a-z, the digits, '.', '_', '-' and '+', starting with "
+             "a letter or a digit (one path component: no '/', no '..')")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 
 
 def check_int(
@@ -52,6 +59,27 @@ def check_option(value: Any, name: str, owner: str, options: Collection[Any]) ->
         )
 
 
+def name_problem(value: Any) -> str | None:
+    """None when ``value`` is a valid name (see :data:`NAME_RULE`), else what is wrong with it."""
+    if not isinstance(value, str):
+        return f"expected a str, got {type(value).__name__}"
+    if _NAME.fullmatch(value) is None:
+        return f"a name must be {NAME_RULE}"
+    return None
+
+
+def check_name(value: Any, name: str, owner: str, *, allow_none: bool = False) -> None:
+    """Raise :class:`InvalidParameterError` unless ``value`` is a valid name (see :data:`NAME_RULE`).
+
+    Every user-given name that becomes part of a path (model names, output
+    names) is checked here, before any work is done.
+    """
+    if value is None and allow_none:
+        return
+    problem = name_problem(value)
+    if problem is not None:
+        raise InvalidParameterError(f"The {name!r} parameter of {owner} is not a valid name: {problem}. "
+                                    f"Got {value!r} instead.")
 
 
 def check_heldout(value: Any, owner: str) -> float:

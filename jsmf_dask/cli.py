@@ -28,13 +28,14 @@ from jsmf_dask.pipeline.cooccur import cooccur
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path
 from jsmf_dask.pipeline.fit import RECTIFIERS, fit
 from jsmf_dask.pipeline.infer import infer
+from jsmf_dask.pipeline.refine import METHODS as METHODS_REFINE
 from jsmf_dask.pipeline.refine import refine
 from jsmf_dask.pipeline.ingest import FORMATS, ingest
 from jsmf_dask.pipeline.ldavis import export_ldavis, require_pyldavis
 from jsmf_dask.pipeline.report import report, report_model
 from jsmf_dask.pipeline.run import run
 from jsmf_dask.pipeline.run_config import load_run_config
-from jsmf_dask.pipeline.synth import synth
+from jsmf_dask.pipeline.synth import TOPICS_FROM, synth
 from jsmf_dask.testing.synthetic import PRIORS
 
 __all__ = ["main", "build_parser"]
@@ -48,7 +49,7 @@ EXAMPLES = {
     "fit": "jsmf fit runs/nips --topics 20",
     "refine": "jsmf refine runs/nips --model k20-ap",
     "evaluate": "jsmf evaluate runs/nips",
-    "compare": "jsmf compare runs/nips --topics 5,10,20 --methods none,ap,ap+vb",
+    "compare": "jsmf compare runs/nips --topics 5,10,20 --methods none,ap,ap+cvb0",
     "report": "jsmf report runs/nips --model k20-ap",
     "infer": "jsmf infer runs/nips --model k20-ap-vb",
     "run": "jsmf run pipelines/configs/demo.toml",
@@ -109,8 +110,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _alpha(text: str) -> float | str:
+def _prior(text: str) -> float | str:
     return "auto" if text == "auto" else _positive_float(text)
+
+
+def _validation_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 0.5:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 0.5], got {text!r}")
+    return value
 
 
 def _fraction(text: str) -> float:
@@ -233,28 +244,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(
         sub, "refine",
-        help="a few sweeps of variational Bayes from a fitted model -> ROOT/model.zarr/NAME-vb",
-        description="Refine model NAME's topics by batch variational Bayes for LDA over ROOT/corpus, started "
-        "from its B (and A): topics as good as Gibbs sampling's in a few passes over the corpus. Writes a new "
-        "model (same layout, so evaluate/compare/report/infer read it) with each training document's topic "
-        "weights, and prints the topics and what changed. Example: jsmf refine runs/nips --model k20-ap",
+        help="sweeps of CVB0 (or variational Bayes) from a fitted model -> ROOT/model.zarr/NAME-cvb0",
+        description="Refine model NAME's topics by batch CVB0 (zero-order collapsed variational Bayes) or "
+        "variational Bayes for LDA over ROOT/corpus, started from its B (and A), with learned priors; stops when "
+        "the perplexity of a small validation subset of the documents stops improving. Writes a new model (same "
+        "layout, so evaluate/compare/report/infer read it) with each training document's topic weights, and "
+        "prints the topics and what changed.",
     )
     _add_root(p)
     p.add_argument("--model", required=True, metavar="NAME", help="the fitted model to start from")
-    p.add_argument("--sweeps", type=_positive_int, metavar="S", help="passes over the corpus at most (default: 8)")
+    p.add_argument("--method", choices=METHODS_REFINE,
+                   help="cvb0: collapsed variational Bayes, zero order (default); vb: variational Bayes")
+    p.add_argument("--sweeps", type=_positive_int, metavar="S", help="passes over the corpus at most (default: 50)")
     p.add_argument("--tol", type=_positive_float, metavar="T",
-                   help="stop earlier when the relative change of lambda falls below T (default: 1e-4)")
-    p.add_argument("--alpha", type=_alpha, metavar="auto|FLOAT",
-                   help="document-topic prior: a symmetric value, or auto (a Dirichlet moment-matched to the "
-                   "model's A) (default: 0.1)")
-    p.add_argument("--eta", type=_positive_float, default=0.01, metavar="FLOAT",
-                   help="topic-word prior (default: 0.01)")
+                   help="stop earlier when the relative change of the word-topic counts falls below T "
+                   "(default: 1e-4)")
+    p.add_argument("--alpha", type=_prior, metavar="auto|FLOAT",
+                   help="document-topic prior: a symmetric value, or auto (asymmetric, one value per topic, learned "
+                   "by Minka's fixed point between sweeps) (default: auto)")
+    p.add_argument("--eta", type=_prior, metavar="auto|FLOAT",
+                   help="topic-word prior: a symmetric value, or auto (learned by Minka's fixed point) (default: 0.05)")
+    p.add_argument("--validation", type=_validation_fraction, metavar="FRACTION",
+                   help="documents (by doc_id hash, never the held-out ones) scored each sweep by document "
+                   "completion; refine stops when their perplexity stops improving; 0: off (default: 0; see the README)")
     p.add_argument("--inner-iterations", type=_positive_int, metavar="I",
-                   help="E-step iterations per document and sweep at most (default: 3)")
+                   help="updates per document and sweep at most (default: 3)")
     p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
                    help="leave out the documents whose id hashes below FRACTION (default: the fraction "
                    "cooc.zarr was built with)")
-    p.add_argument("--name", help="output model name (default: NAME-vb)")
+    p.add_argument("--name", help="output model name (default: NAME-METHOD)")
     _add_cluster_options(p)
 
     p = _command(
@@ -333,6 +351,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prior", choices=PRIORS, default="dirichlet",
                    help="document-topic prior: dirichlet (default) or a correlated logistic normal")
     p.add_argument("--alpha", type=float, default=0.1, help="Dirichlet concentration (default: 0.1)")
+    p.add_argument("--topics-from", choices=TOPICS_FROM, default="separable",
+                   help="separable (default): each topic has a planted anchor word, which flatters anchor methods; "
+                   "dirichlet: each topic drawn from a symmetric Dirichlet(--beta) over the vocabulary, as plain LDA")
+    p.add_argument("--beta", type=_positive_float, default=0.05,
+                   help="concentration of --topics-from dirichlet (default: 0.05)")
     p.add_argument("--row-group-size", type=int, default=10000, help="documents per Parquet row group (default: 10000)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing synthetic corpus")
     return parser
@@ -421,21 +444,24 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
             print(record.line(), file=sys.stderr, flush=True)
 
     result = refine(
-        args.root, model=args.model, sweeps=args.sweeps, tol=args.tol, alpha=args.alpha, eta=args.eta,
-        name=args.name, heldout=args.heldout, inner_iterations=args.inner_iterations, overwrite=args.overwrite,
-        on_sweep=progress,
+        args.root, model=args.model, method=args.method, sweeps=args.sweeps, tol=args.tol, alpha=args.alpha,
+        eta=args.eta, name=args.name, heldout=args.heldout, validation=args.validation,
+        inner_iterations=args.inner_iterations, overwrite=args.overwrite, on_sweep=progress,
     )
-    trace = result.trace["bound_per_word"]
+    valid = result.attrs["validation"]
+    score = (f"validation perplexity {valid['start_perplexity']:.1f} -> {valid['final_perplexity']:.1f}"
+             if valid["final_perplexity"] is not None else "no validation documents")
     head = [f"model {result.name}: {result.B.shape[1]} topics refined from {result.source} by {result.n_iter} "
-            f"sweep(s) of variational Bayes (bound {trace[-1]:.5f} per word); written to {result.path} and "
-            f"{topics_path(args.root, result.name)}"]
+            f"sweep(s) of {result.attrs['params']['method']} (stopped by {result.attrs['stopped']}; {score}); "
+            f"written to {result.path} and {topics_path(args.root, result.name)}"]
     return head + result.lines() + ["", f"changes from {result.source} (top-10 words gained, lost):"] + result.changes()
 
 
 def _run_synth(args: argparse.Namespace) -> list[str]:
     return synth(
         args.root, n_docs=args.docs, n_words=args.vocab, n_topics=args.topics, doc_length=args.doc_length,
-        seed=args.seed, prior=args.prior, alpha=args.alpha, row_group_size=args.row_group_size,
+        seed=args.seed, prior=args.prior, alpha=args.alpha, topics_from=args.topics_from, beta=args.beta,
+        row_group_size=args.row_group_size,
         overwrite=args.overwrite,
     ).lines()
 

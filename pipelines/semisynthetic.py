@@ -86,7 +86,7 @@ def run(out: Path, *, docs: list[int], methods: list[str], priors: list[str], vo
         writer.writerows(rows)
     write_file(str(out / "semisynthetic.md"),
                f"Semi-synthetic: B from AP (K = {k}) on NIPS ({B.shape[0]} words), mean length {length:.0f}.\n\n"
-               + table)
+               + table, root=str(out))
     print(table)
     return rows
 

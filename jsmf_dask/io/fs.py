@@ -23,10 +23,11 @@ import fsspec
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
+from jsmf_dask._validation import name_problem
 from jsmf_dask.exceptions import StoreError
 
-__all__ = ["get_fs", "arrow_fs", "join", "is_local", "staged_output", "refuse_existing", "remove", "write_file", "check_committed",
-           "recover_interrupted", "COMMITTED"]
+__all__ = ["get_fs", "arrow_fs", "join", "join_under", "check_under", "is_local", "staged_output", "refuse_existing",
+           "remove", "write_file", "check_committed", "recover_interrupted", "COMMITTED"]
 
 #: The object written last into a committed output on an object store.
 COMMITTED = "_jsmf_committed"
@@ -58,15 +59,60 @@ def join(root: str, *parts: str) -> str:
     return posixpath.join(root, *parts)
 
 
-def remove(url: str) -> None:
-    """Remove a file or directory tree if it exists."""
+def _resolved(url: str) -> tuple[str, str]:
+    """``(protocol, path)`` with ``.``, ``..`` and repeated separators resolved; local paths also through
+    symbolic links (as far as they exist), so a link inside a root that points out of it is seen as outside."""
+    fs, path = get_fs(url)
+    if isinstance(fs, LocalFileSystem):
+        return "file", os.path.realpath(path)
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol, posixpath.normpath("/" + path.lstrip("/"))
+
+
+def check_under(root: str, url: str) -> str:
+    """``url`` itself, after checking that it lies strictly inside the run root ``root``.
+
+    Every write and removal of this module checks its target here first, so
+    that no name or path, however it was built, can write or delete outside
+    the root (a local path is compared after resolving symbolic links; a URL
+    after resolving ``.`` and ``..``, and must be on the root's store).
+
+    Raises
+    ------
+    StoreError
+        If ``url`` is the root itself or lies outside it.
+    """
+    root, url = os.fspath(root), os.fspath(url)
+    (root_protocol, root_path), (protocol, path) = _resolved(root), _resolved(url)
+    inside = protocol == root_protocol and path != root_path and \
+        posixpath.commonpath([root_path, path]) == root_path
+    if not inside:
+        raise StoreError(f"{url}: refusing to write or remove outside the run root {root}")
+    return url
+
+
+def join_under(root: str, *parts: str) -> str:
+    """``root/part/…``: each part one safe path component (see :func:`jsmf_dask._validation.name_problem`),
+    the result checked by :func:`check_under`."""
+    for part in parts:
+        problem = name_problem(part)
+        if problem is not None:
+            raise StoreError(f"{root}: {part!r} cannot name an output under the run root: {problem}")
+    return check_under(root, join(root, *parts))
+
+
+def remove(url: str, *, root: str) -> None:
+    """Remove a file or directory tree inside the run root ``root`` if it exists (:func:`check_under`)."""
+    check_under(root, url)
     fs, path = get_fs(url)
     if fs.exists(path):
         fs.rm(path, recursive=True)
 
 
-def write_file(url: str, data: bytes | str) -> None:
-    """Write a whole file atomically: into ``<url>.tmp``, then renamed over ``url`` (parents created)."""
+def write_file(url: str, data: bytes | str, *, root: str) -> None:
+    """Write a whole file inside the run root ``root`` atomically: into ``<url>.tmp``, then renamed over
+    ``url`` (parents created; :func:`check_under` first)."""
+    check_under(root, url)
     fs, path = get_fs(url)
     parent = path.rsplit("/", 1)[0]
     if parent:
@@ -92,13 +138,16 @@ def refuse_existing(final: str, *, overwrite: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
+def staged_output(final: str, *, root: str, overwrite: bool = False) -> Iterator[str]:
     """Yield a temporary location for ``final``; rename it into place on success.
 
     Parameters
     ----------
     final : str
         Path or URL of the committed output (a directory).
+    root : str
+        The run root ``final`` must lie inside (:func:`check_under`): the
+        output and whatever ``overwrite`` replaces never lie outside it.
     overwrite : bool, default=False
         Replace an existing ``final``; otherwise an existing one is an error
         raised before any work is done.
@@ -116,9 +165,9 @@ def staged_output(final: str, *, overwrite: bool = False) -> Iterator[str]:
     Raises
     ------
     StoreError
-        If ``final`` exists and ``overwrite`` is False.
+        If ``final`` exists and ``overwrite`` is False, or lies outside ``root``.
     """
-    final = os.fspath(final)
+    final = check_under(root, os.fspath(final))
     fs, path = get_fs(final)
     recover_interrupted(final)
     refuse_existing(final, overwrite=overwrite)

@@ -61,4 +61,4 @@ def write_marker(root: str, stage: str, fp: str, params: dict[str, Any]) -> None
     """Record that ``stage`` committed its output from fingerprint ``fp``."""
     body = {"stage": stage, "fingerprint": fp, "params": params,
             "committed": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
-    write_file(marker_path(root, stage), json.dumps(body, indent=2, default=str))
+    write_file(marker_path(root, stage), json.dumps(body, indent=2, default=str), root=root)

@@ -24,7 +24,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import check_committed, get_fs, join
+from jsmf_dask.io.fs import check_committed, get_fs, join, join_under
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, zarr_store
 from jsmf_dask.kernels.rectify import symmetric_from_upper
@@ -45,13 +45,13 @@ def provenance(store_attrs: dict) -> dict:
 
 
 def model_path(root: str, name: str) -> str:
-    """``<root>/model.zarr/<name>``."""
-    return join(root, "model.zarr", name)
+    """``<root>/model.zarr/<name>`` (``name`` one safe path component: :func:`~jsmf_dask.io.fs.join_under`)."""
+    return join_under(root, "model.zarr", name)
 
 
 def topics_path(root: str, name: str) -> str:
-    """``<root>/topics/<name>.txt``."""
-    return join(root, "topics", f"{name}.txt")
+    """``<root>/topics/<name>.txt`` (``name`` one safe path component: :func:`~jsmf_dask.io.fs.join_under`)."""
+    return join_under(root, "topics", f"{name}.txt")
 
 
 def ensure_model_group(root: str) -> None:

@@ -3,6 +3,8 @@
 * :func:`heldout_mask`: a document is held out when a hash of its ``doc_id``
   falls below the fraction, so the split depends on the id alone: appending
   documents never moves one across it, and every stage agrees on it.
+* :func:`validation_mask`: the documents a fit scores to decide when to stop,
+  from the other end of the same hash (never the held-out ones).
 * :func:`split_tokens`: each held-out document's tokens are put in a random
   order seeded by the same hash; the first half is observed, the rest scored.
 * :func:`completion_log_likelihood`: ``θ`` inferred on the observed half
@@ -20,7 +22,7 @@ import scipy.sparse as sps
 
 from jsmf_dask.kernels.variational import e_step
 
-__all__ = ["doc_hashes", "heldout_mask", "split_tokens", "completion_log_likelihood", "PROBABILITY_FLOOR"]
+__all__ = ["doc_hashes", "heldout_mask", "validation_mask", "split_tokens", "completion_log_likelihood", "PROBABILITY_FLOOR"]
 
 _PERSON = b"jsmf-heldout"
 PROBABILITY_FLOOR = 1e-12  # a scored word no topic can produce (it never occurred in training) scores this
@@ -41,6 +43,19 @@ def heldout_mask(doc_ids, fraction: float) -> np.ndarray:
     if fraction <= 0:
         return np.zeros(len(doc_ids), dtype=bool)
     return (doc_hashes(doc_ids) >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+
+
+def validation_mask(doc_ids, fraction: float) -> np.ndarray:
+    """True for validation documents: those whose hash, as a number in [0, 1), is at or above ``1 − fraction``.
+
+    The same hash as :func:`heldout_mask` from the other end of [0, 1): the two
+    sets are disjoint whenever the two fractions sum to less than 1, so the
+    documents a fit uses to choose when to stop are never the ones it is
+    evaluated on.
+    """
+    if fraction <= 0:
+        return np.zeros(len(doc_ids), dtype=bool)
+    return (doc_hashes(doc_ids) >> np.uint64(11)).astype(np.float64) * 2.0**-53 >= 1.0 - fraction
 
 
 def _mix(x: np.ndarray) -> np.ndarray:

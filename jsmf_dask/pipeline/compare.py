@@ -17,13 +17,14 @@ from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate
 from jsmf_dask.pipeline.fit import RECTIFIERS, default_name, fit
 from jsmf_dask.pipeline.gibbs import fit_gibbs, require_tomotopy
+from jsmf_dask.pipeline.refine import METHODS as REFINE_METHODS
 from jsmf_dask.pipeline.refine import default_refined_name, refine
 from jsmf_dask.pipeline.report import report_dir
 from jsmf_dask.render.figures import metric_curves
 
 __all__ = ["METHODS", "CompareResult", "compare"]
 
-METHODS = (*RECTIFIERS, "ap+vb", "gibbs")
+METHODS = (*RECTIFIERS, *(f"ap+{m}" for m in REFINE_METHODS), "gibbs")
 
 
 @dataclass
@@ -85,8 +86,8 @@ def compare(
     topics : list of int
         The values of K.
     methods : list of str
-        From ``none``, ``dc``, ``ap``, ``ap+vb`` (AP then :func:`~jsmf_dask.refine`
-        with its defaults), ``gibbs`` (tomotopy, the optional extra
+        From ``none``, ``dc``, ``ap``, ``ap+cvb0`` and ``ap+vb`` (AP then
+        :func:`~jsmf_dask.refine` by that method, its other parameters the defaults), ``gibbs`` (tomotopy, the optional extra
         ``jsmf_dask[gibbs]``).
     iterations : int, default=150
         AP cycles.
@@ -124,10 +125,10 @@ def compare(
             if method == "gibbs":
                 name = default_name(k, method)
                 fit_gibbs(root, n_topics=k, iterations=gibbs_iterations, seed=seed, name=name, overwrite=True)
-            elif method == "ap+vb":
-                source = spectral("ap")
-                name = default_refined_name(source)
-                refine(root, model=source, name=name, overwrite=True)
+            elif method.startswith("ap+"):
+                source, how = spectral("ap"), method.removeprefix("ap+")
+                name = default_refined_name(source, how)
+                refine(root, model=source, method=how, name=name, overwrite=True)
             else:
                 name = spectral(method)
             names[(method, k)] = name
@@ -153,8 +154,8 @@ def compare(
     writer.writeheader()
     writer.writerows(rows)
     result = CompareResult(rows, join(out, "compare.csv"), join(out, "compare.md"), join(out, "compare.png"))
-    write_file(result.figure_path, metric_curves(rows, METRICS))
-    write_file(result.csv_path, buf.getvalue().encode())
+    write_file(result.figure_path, metric_curves(rows, METRICS), root=root)
+    write_file(result.csv_path, buf.getvalue().encode(), root=root)
     write_file(result.markdown_path, ("Metrics against the original C (paper §4); compare.csv also has them "
-                                        "against each model's rectified C.\n\n" + result.markdown()).encode())
+                                        "against each model's rectified C.\n\n" + result.markdown()).encode(), root=root)
     return result

@@ -23,7 +23,7 @@ import zarr
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout, check_int
 from jsmf_dask.exceptions import ConvergenceWarning, CorpusSchemaError, InvalidParameterError, StoreError
-from jsmf_dask.io.fs import get_fs, join, staged_output
+from jsmf_dask.io.fs import get_fs, join, remove, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
     file_manifest,
@@ -225,7 +225,7 @@ def cooccur(
         summary.reason = reason
         return summary
     edges = word_block_edges(n_words, tile_size)
-    with staged_output(cooc_path(root), overwrite=overwrite or update) as tmp:
+    with staged_output(cooc_path(root), root=root, overwrite=overwrite or update) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
@@ -290,7 +290,7 @@ def cooccur(
                 "versions": library_versions(),
             }
         )
-        fs.rm(scratch_path, recursive=True)
+        remove(scratch, root=root)
     return result
 
 
@@ -309,7 +309,7 @@ def _compressed(root: str, blocks, words: list[str], heldout: float, rank: int, 
     n_words = len(words)
     corpus = corpus_dir(root)
     shards = sorted({b.path for b in blocks})
-    with staged_output(cooc_path(root), overwrite=overwrite) as tmp:
+    with staged_output(cooc_path(root), root=root, overwrite=overwrite) as tmp:
         client = _progress.active_client()
         scaled = scaled_blocks(blocks, n_words, heldout)
         scaled = client.persist(scaled) if client is not None else list(

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_heldout
+from jsmf_dask._validation import check_heldout, check_name
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, open_model, stored_rectified
@@ -183,6 +183,8 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
         What was written: ``{"models": {name: {...}}, "definitions": {...}}``.
         NaN values are written as null with the reason under ``notes``.
     """
+    for name in models or ():
+        check_name(name, "models", "evaluate")
     root = os.fspath(root)
     strict = heldout is not None
     fraction = check_heldout(heldout, "evaluate") if strict else stored_heldout_fraction(root)
@@ -263,7 +265,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
                        f"(floored at {PROBABILITY_FLOOR}); perplexity = exp(-log likelihood per token)",
         },
     }
-    write_file(metrics_path(root), json.dumps(out, indent=2, allow_nan=False))
+    write_file(metrics_path(root), json.dumps(out, indent=2, allow_nan=False), root=root)
     return out
 
 

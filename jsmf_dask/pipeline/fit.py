@@ -23,7 +23,7 @@ import scipy.sparse as sps
 import zarr
 
 from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_int, check_option
+from jsmf_dask._validation import check_int, check_name, check_option
 from jsmf_dask.cluster import pending_worker_memory
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output, write_file
@@ -412,6 +412,8 @@ def fit(
     check_option(path, "path", owner, PATHS)
     check_int(iterations, "iterations", owner, low=1)
     check_int(seed, "seed", owner, low=0)
+    check_name(name, "name", owner, allow_none=True)
+    check_name(warm_start, "warm_start", owner, allow_none=True)
     min_anchor_df = config.get("fit.min-anchor-df", min_anchor_df)
     check_int(min_anchor_df, "min_anchor_df", owner, low=0)
     if tol is not None and not tol > 0:
@@ -493,7 +495,7 @@ def fit(
                              on_cycle, path_reason if path == "low-rank" else None)
     # the first pass over C, after every check that needs none (the in-task path checks C as it reads it)
     c_stats = _check_matrix(store.url, edges) if path == "tiled" else None
-    with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
+    with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         if path == "in-task":
             worker = _fat_worker(client, in_task_memory(n))
             placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
@@ -553,7 +555,7 @@ def fit(
     fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
                        result.eig.values, result.n_iter,
                        model_path(root, name), attrs)
-    write_topics(topics_path(root, name), fitted)
+    write_topics(root, name, fitted)
     return fitted
 
 
@@ -602,7 +604,7 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
         chosen_because = ("the store is compressed" if store.compressed else "rectifier='enn' was asked for") + \
             ": ENN + LAW in O(N·K) memory"
     reason = f"{chosen_because} ({memory})"
-    with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
+    with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
         channel = f"fit-{uuid.uuid4().hex}" if on_cycle is not None else None
         with dask.annotate(**placement):
@@ -636,7 +638,7 @@ def _fit_low_rank(root: str, store, name: str, params: RectifyParams, candidates
         ensure_model_group(root)  # only now: a failed run leaves no models group behind
     fitted = FitResult(name, result.anchors, B, A, A_ls, display_words(corpus_dir(root), words), result.trace,
                        result.eig.values, result.n_iter, model_path(root, name), attrs)
-    write_topics(topics_path(root, name), fitted)
+    write_topics(root, name, fitted)
     return fitted
 
 
@@ -663,6 +665,6 @@ def _low_rank_attrs(rect: LowRankCooccurrence) -> dict:
             "form": "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + shift (E: correction/*, upper triangle)"}
 
 
-def write_topics(url: str, fitted: FitResult) -> None:
-    """Write ``fitted.lines()`` to ``url`` atomically."""
-    write_file(url, "\n".join(fitted.lines()) + "\n")
+def write_topics(root: str, name: str, fitted: FitResult) -> None:
+    """Write ``fitted.lines()`` to ``<root>/topics/<name>.txt`` atomically."""
+    write_file(topics_path(root, name), "\n".join(fitted.lines()) + "\n", root=root)

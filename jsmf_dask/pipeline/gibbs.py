@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import zarr
 
-from jsmf_dask._validation import check_heldout
+from jsmf_dask._validation import check_heldout, check_name
 from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.io.fs import staged_output
-from jsmf_dask.io.model_store import ensure_model_group, model_path, topics_path, write_array
+from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
@@ -86,6 +86,7 @@ def fit_gibbs(
     FitResult
         With no anchors (an empty array) and no trace.
     """
+    check_name(name, "name", "fit_gibbs", allow_none=True)
     tp = require_tomotopy()
     root = os.fspath(root)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "fit_gibbs")
@@ -134,7 +135,7 @@ def fit_gibbs(
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "versions": library_versions() | {"tomotopy": tp.__version__},
     }
-    with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
+    with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         zarr.open_group(zarr_store(tmp), mode="a", zarr_format=3)
         for key, values in {"anchors": anchors, "B": B, "A": A, "p_word": p,
                             "alpha": np.full(n_topics, float(alpha))}.items():
@@ -144,5 +145,5 @@ def fit_gibbs(
     fitted = FitResult(name, anchors, B, A, np.full_like(A, np.nan), display_words(corpus, words), {}, np.zeros(0),
                        iterations,
                        model_path(root, name), attrs)
-    write_topics(topics_path(root, name), fitted)
+    write_topics(root, name, fitted)
     return fitted

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pyarrow.dataset as ds
 
 from jsmf_dask import _progress
+from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output, write_file
 from jsmf_dask.io.model_store import list_models, open_model
@@ -62,6 +63,7 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     -------
     InferReport
     """
+    check_name(model, "model", "infer", allow_none=True)
     root = os.fspath(root)
     names = list_models(root)
     if not names:
@@ -78,12 +80,12 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     if B.shape[0] != n_words:
         raise StoreError(f"{fitted.url}: B has {B.shape[0]} words but {corpus}/vocab.parquet has {n_words}")
     blocks = list_blocks(corpus)
-    with staged_output(doc_topics_path(root), overwrite=overwrite) as tmp:
+    with staged_output(doc_topics_path(root), root=root, overwrite=overwrite) as tmp:
         fs, path = get_fs(tmp)
         fs.makedirs(path, exist_ok=True)
         counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp))
         write_file(join(tmp, INFER_INFO), topic_info(model, B, fitted.arrays.get("anchors", ()),
-                                                     display_words(corpus, words)))
+                                                     display_words(corpus, words)), root=root)
     return InferReport(doc_topics_path(root), model, int(sum(counts)), B.shape[1])
 
 

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InputError, InvalidParameterError
-from jsmf_dask.io.fs import get_fs, is_local, join, staged_output
+from jsmf_dask.io.fs import get_fs, is_local, join, remove, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
     display_words,
@@ -333,7 +333,7 @@ def ingest(
         existing = _existing_corpus(corpus_dir(root))
 
     label_map = read_labels(labels, encoding=encoding) if labels is not None else None  # checked before any work
-    with staged_output(corpus_dir(root), overwrite=overwrite or append) as tmp:
+    with staged_output(corpus_dir(root), root=root, overwrite=overwrite or append) as tmp:
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
         fs.makedirs(scratch_path, exist_ok=True)
@@ -456,7 +456,7 @@ def ingest(
                 UserWarning,
                 stacklevel=2,
             )
-        fs.rm(scratch_path, recursive=True)
+        remove(scratch, root=root)
         manifest = {"report": asdict(report), "inputs": inputs, "vocab_size": vocab_size,
                     "row_group_size": row_group_size, "docs_per_shard": docs_per_shard}
         if existing is not None:  # the first ingest stays the manifest's head; appends are listed after it

@@ -17,11 +17,13 @@ import os
 import numpy as np
 import pyarrow.dataset as ds
 
+from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import JSMFError, StoreError
-from jsmf_dask.io.fs import arrow_fs, get_fs, join, write_file
+from jsmf_dask.io.fs import arrow_fs, get_fs, join, join_under, write_file
 from jsmf_dask.io.model_store import open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
-from jsmf_dask.pipeline.infer import doc_topics_path, inferred_model, read_doc_topics
+from jsmf_dask.pipeline.infer import inferred_model, read_doc_topics
+from jsmf_dask.render.page import script_json
 
 __all__ = ["ldavis_inputs", "export_ldavis", "ldavis_path", "require_pyldavis", "PROBABILITY_FLOOR"]
 
@@ -30,7 +32,7 @@ PROBABILITY_FLOOR = 1e-12
 
 def ldavis_path(root: str, model: str) -> str:
     """``<root>/report/ldavis-<model>.html``."""
-    return join(root, "report", f"ldavis-{model}.html")
+    return join_under(root, "report", f"ldavis-{model}.html")
 
 
 def require_pyldavis():
@@ -97,10 +99,24 @@ def export_ldavis(root: str, *, model: str) -> str:
     StoreError
         If the model has no document–topic weights (see :func:`ldavis_inputs`).
     """
+    check_name(model, "model", "export_ldavis")
     pyLDAvis = require_pyldavis()
     inputs = ldavis_inputs(root, model)
     # topics in the model's order (topic k of the view is topic k of B); principal coordinates for the map
     vis = pyLDAvis.prepare(**inputs, sort_topics=False, n_jobs=1, mds="pcoa")
-    url = ldavis_path(os.fspath(root), model)
-    write_file(url, pyLDAvis.prepared_data_to_html(vis))
+    root = os.fspath(root)
+    url = ldavis_path(root, model)
+    write_file(url, _page(pyLDAvis, vis), root=root)
     return url
+
+
+def _page(pyLDAvis, vis) -> str:
+    """pyLDAvis's page with its data kept data: pyLDAvis puts the view's JSON verbatim into a ``<script>``,
+    where a word such as ``</script><img onerror=…>`` would end the script and become markup. The same
+    JSON with ``<``, ``>`` and ``&`` written as ``\\u003c``, ``\\u003e``, ``\\u0026`` (the same strings to
+    JavaScript, see :func:`jsmf_dask.render.page.script_json`) goes in instead."""
+    raw = vis.to_json()
+    page = pyLDAvis.prepared_data_to_html(vis)
+    if raw not in page:
+        raise JSMFError("pyLDAvis's page no longer embeds its data as expected; refusing to write it unchecked")
+    return page.replace(raw, script_json(raw))

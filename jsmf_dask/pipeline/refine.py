@@ -18,34 +18,42 @@ import datetime as _dt
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dask
 import numpy as np
 import zarr
 
 from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_heldout
-from jsmf_dask.exceptions import InvalidParameterError, StoreError
+from jsmf_dask._validation import check_heldout, check_int, check_name, check_option
+from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output, write_file
-from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, topics_path, write_array
+from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_array
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
 from jsmf_dask.kernels.metrics import topic_changes
+from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step
 from jsmf_dask.kernels.variational import dirichlet_expectation, moment_alpha, topic_bound, topics_from_model
 from jsmf_dask.pipeline.cooccur import library_versions
+from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit import FitResult, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
-from jsmf_dask.stages.refine import SweepParams, finish_tasks, gamma_dir, sweep_tasks
+from jsmf_dask.stages.refine import METHODS, SweepParams, finish_tasks, gamma_dir, sweep_tasks
 
-__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line"]
+__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line", "METHODS"]
 
 
-def default_refined_name(source: str) -> str:
-    """``<source>-vb``."""
-    return f"{source}-vb"
+def default_refined_name(source: str, method: str = "cvb0") -> str:
+    """``<source>-<method>``."""
+    return f"{source}-{method}"
+
+
+#: Validation scores that bring no relative improvement above ``IMPROVEMENT`` for ``PATIENCE`` sweeps stop refine.
+PATIENCE = 3
+IMPROVEMENT = 1e-4
 
 
 @dataclass
@@ -54,15 +62,20 @@ class SweepRecord:
 
     sweep: int
     of: int
-    bound_per_word: float  # of the state entering this sweep (NaN for the first: γ not yet inferred)
+    bound_per_word: float  # VB: bound; CVB0: training log likelihood, per token, of the state entering the sweep
     relative_change: float
     inner_iterations: float  # mean per document
     seconds: float
-    topics: np.ndarray | None = None  # B after this sweep (λ with normalised columns), N×K
+    validation_perplexity: float  # of the state entering this sweep (NaN without validation documents)
+    alpha_sum: float  # α₀ used in this sweep
+    eta: float  # η used in this sweep
+    topics: np.ndarray | None = None  # B after this sweep, N×K
 
     def line(self) -> str:
-        bound = "" if math.isnan(self.bound_per_word) else f"bound {self.bound_per_word:.5f}/word before it, "
-        return (f"refine sweep {self.sweep}/{self.of}: {bound}relative change of lambda {self.relative_change:.3g}, "
+        valid = "" if math.isnan(self.validation_perplexity) else \
+            f"validation perplexity {self.validation_perplexity:.1f} before it, "
+        return (f"refine sweep {self.sweep}/{self.of}: {valid}relative change {self.relative_change:.3g}, "
+                f"alpha sum {self.alpha_sum:.3g}, eta {self.eta:.3g}, "
                 f"{self.inner_iterations:.1f} inner iterations per document, {self.seconds:.1f} s")
 
 
@@ -88,39 +101,44 @@ def change_line(k: int, gained: list[int], lost: list[int], words: list[str]) ->
     return f"{k:3d} +[{' '.join(words[i] for i in gained)}] -[{' '.join(words[i] for i in lost)}]"
 
 
-def _check_params(sweeps, tol, alpha, eta, inner_iterations) -> None:
+def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, validation, heldout) -> None:
     owner = "refine"
-    if isinstance(sweeps, bool) or not isinstance(sweeps, int) or sweeps < 1:
-        raise InvalidParameterError(f"The 'sweeps' parameter of {owner} must be an int in the range [1, inf). "
-                                    f"Got {sweeps!r} instead.")
-    if isinstance(inner_iterations, bool) or not isinstance(inner_iterations, int) or inner_iterations < 1:
-        raise InvalidParameterError(f"The 'inner_iterations' parameter of {owner} must be an int in the range "
-                                    f"[1, inf). Got {inner_iterations!r} instead.")
-    if tol is not None and not (isinstance(tol, (int, float)) and tol > 0):
+    check_option(method, "method", owner, METHODS)
+    check_int(sweeps, "sweeps", owner, low=1)
+    check_int(inner_iterations, "inner_iterations", owner, low=1)
+    if tol is not None and not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and tol > 0):
         raise InvalidParameterError(f"The 'tol' parameter of {owner} must be a float > 0 or None. Got {tol!r} instead.")
-    if not (alpha == "auto" or (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha > 0)):
-        raise InvalidParameterError(f"The 'alpha' parameter of {owner} must be 'auto' or a float > 0. "
-                                    f"Got {alpha!r} instead.")
-    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not eta > 0:
-        raise InvalidParameterError(f"The 'eta' parameter of {owner} must be a float > 0. Got {eta!r} instead.")
+    for key, value in (("alpha", alpha), ("eta", eta)):
+        if not (value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+                                    and math.isfinite(value))):
+            raise InvalidParameterError(f"The {key!r} parameter of {owner} must be 'auto' or a float > 0. "
+                                        f"Got {value!r} instead.")
+    if isinstance(validation, bool) or not isinstance(validation, (int, float)) or not 0 <= validation <= 0.5:
+        raise InvalidParameterError(f"The 'validation' parameter of {owner} must be a float in [0, 0.5]. "
+                                    f"Got {validation!r} instead.")
+    if validation and heldout + validation >= 1:
+        raise InvalidParameterError(f"The 'validation' parameter of {owner} ({validation}) and the held-out "
+                                    f"fraction ({heldout}) leave no training documents.")
 
 
 def refine(
     root: str,
     *,
     model: str,
+    method: str | None = None,
     sweeps: int | None = None,
     tol: float | None = None,
     alpha: float | str | None = None,
-    eta: float = 0.01,
+    eta: float | str | None = None,
     name: str | None = None,
     heldout: float | None = None,
+    validation: float | None = None,
     inner_iterations: int | None = None,
     inner_tol: float = 1e-3,
     overwrite: bool = False,
     on_sweep: Callable[[SweepRecord], None] | None = None,
 ) -> RefineResult:
-    """Refine model ``model`` of ``root`` by batch variational Bayes for LDA.
+    """Refine model ``model`` of ``root`` by batch CVB0 or variational Bayes for LDA.
 
     Parameters
     ----------
@@ -128,28 +146,40 @@ def refine(
         Run root holding ``corpus/`` and the model.
     model : str
         The model to start from (its ``B`` and ``A``).
+    method : {'cvb0', 'vb'}, optional
+        Zero-order collapsed variational Bayes (:mod:`jsmf_dask.kernels.collapsed`)
+        or variational Bayes (:mod:`jsmf_dask.kernels.variational`) (default
+        ``jsmf.refine.method``: see the README for the measurements behind it).
     sweeps : int, optional
         Passes over the corpus at most (default ``jsmf.refine.sweeps``).
     tol : float, optional
-        Stop earlier when ``‖λ_s − λ_{s−1}‖_F / ‖λ_{s−1}‖_F`` falls below it
-        (default ``jsmf.refine.tol``).
+        Stop earlier when the relative change (Frobenius) of the word–topic
+        counts falls below it (default ``jsmf.refine.tol``).
     alpha : 'auto' or float, optional
-        Document–topic prior: ``'auto'`` matches a Dirichlet to the source
-        model's ``A`` (:func:`~jsmf_dask.kernels.variational.moment_alpha`), a
-        float is a symmetric prior (default ``jsmf.refine.alpha``).
-    eta : float, default=0.01
-        Symmetric topic–word prior.
+        Document–topic prior: a float is a symmetric prior; ``'auto'`` learns
+        an asymmetric one (one value per topic) by Minka's fixed point between
+        sweeps, started from a Dirichlet moment-matched to the source model's
+        ``A`` (default ``jsmf.refine.alpha``).
+    eta : 'auto' or float, optional
+        Symmetric topic–word prior; ``'auto'`` learns it by Minka's fixed point
+        between sweeps (default ``jsmf.refine.eta``).
     name : str, optional
-        Output model (default ``<model>-vb``).
+        Output model (default ``<model>-<method>``).
     heldout : float, optional
         Leave out the documents whose id hashes below this fraction (default:
         the fraction ``cooc.zarr`` was built with, so every model of the root
         is trained on the same documents).
+    validation : float, optional
+        Fraction of the documents (those whose id hashes at or above
+        ``1 − validation``, never held-out ones) left out of the sweeps and
+        scored by document completion in each sweep; refine stops when their
+        perplexity stops improving, and warns when it ends above the start's.
+        0 turns this off (default ``jsmf.refine.validation``).
     inner_iterations : int, optional
-        E-step iterations per document and sweep at most (``γ`` is kept
+        Updates per document and sweep at most (the documents' state is kept
         between sweeps, so a few suffice; default ``jsmf.refine.inner-iterations``).
     inner_tol : float, default=1e-3
-        A document's E-step stops when its mean change of ``γ`` falls below this.
+        A document stops when the mean change of its topic counts falls below this.
     overwrite : bool, default=False
     on_sweep : callable, optional
         Called with a :class:`SweepRecord` after each sweep (progress).
@@ -159,13 +189,18 @@ def refine(
     RefineResult
     """
     root = os.fspath(root)
+    method = config.get("refine.method", method)
     sweeps = config.get("refine.sweeps", sweeps)
     tol = config.get("refine.tol", tol)
     alpha = config.get("refine.alpha", alpha)
+    eta = config.get("refine.eta", eta)
+    validation = config.get("refine.validation", validation)
     inner_iterations = config.get("refine.inner-iterations", inner_iterations)
-    _check_params(sweeps, tol, alpha, eta, inner_iterations)
+    check_name(model, "model", "refine")
+    check_name(name, "name", "refine", allow_none=True)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "refine")
-    name = name or default_refined_name(model)
+    _check_params(method, sweeps, tol, alpha, eta, inner_iterations, validation, heldout)
+    name = name or default_refined_name(model, method)
     source = open_model(root, model)
     refuse_existing(model_path(root, name), overwrite=overwrite)
     corpus = corpus_dir(root)
@@ -180,49 +215,65 @@ def refine(
     k = B0.shape[1]
     blocks = list_blocks(corpus)
     alpha_vec = moment_alpha(A0) if alpha == "auto" else np.full(k, float(alpha))
-    n_tokens = float(np.asarray(vocab.column("tf")).sum()) * (1.0 - heldout)
-    lam = topics_from_model(B0, A0, n_tokens, eta)
-    params = SweepParams(len(words), alpha_vec, heldout, inner_iterations, inner_tol)
+    eta_now = 0.01 if eta == "auto" else float(eta)
+    n_tokens = float(np.asarray(vocab.column("tf")).sum()) * (1.0 - heldout - validation)
+    counts = topics_from_model(B0, A0, n_tokens, 0.0)  # the start: expected counts of the spectral model
+    params = SweepParams(len(words), method, alpha_vec, eta_now, heldout, validation, inner_iterations, inner_tol)
     records: list[SweepRecord] = []
-    with staged_output(model_path(root, name), overwrite=overwrite) as tmp:
+    stopped = "sweeps"
+    with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         scratch = join(tmp, "_scratch")
         for d in (gamma_dir(scratch, 0), gamma_dir(scratch, 1), join(tmp, "doc_topics")):
             fs, path = get_fs(d)
             fs.makedirs(path, exist_ok=True)
         for s in range(1, sweeps + 1):
             t0 = time.perf_counter()
-            # in the graph, not scattered: a task that must rerun after a worker died can always get it
-            shared = dask.delayed(np.exp(dirichlet_expectation(lam, axis=0)), pure=True)
             gamma_in = None if s == 1 else gamma_dir(scratch, s - 1)
             with _progress.data_in_graph():
-                (total,) = _progress.compute(sweep_tasks(blocks, params, shared, gamma_in, gamma_dir(scratch, s),
-                                                         sweep=s))
+                (total,) = _progress.compute(sweep_tasks(blocks, params, _shared(method, counts, params.eta),
+                                                         gamma_in, gamma_dir(scratch, s), sweep=s))
             if total.n_docs == 0:
-                raise StoreError(f"{corpus}: no training documents (every document is held out)")
-            entering = math.nan if s == 1 else (total.bound + topic_bound(lam, eta)) / total.n_tokens
-            new = eta + total.counts
-            change = float(np.linalg.norm(new - lam) / np.linalg.norm(lam))
-            lam = new
+                raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
+            if method == "vb":
+                lam = params.eta + counts
+                entering = math.nan if s == 1 else (total.bound + topic_bound(lam, params.eta)) / total.n_tokens
+            else:
+                entering = total.bound / total.n_tokens
+            change = float(np.linalg.norm(total.counts - counts) / np.linalg.norm(counts))
             counts = total.counts
-            rec = SweepRecord(s, sweeps, entering, change, total.iterations / total.n_docs, time.perf_counter() - t0,
-                              lam / lam.sum(axis=0, keepdims=True))
+            rec = SweepRecord(s, sweeps, entering, change, total.iterations / total.n_docs,
+                              time.perf_counter() - t0, _perplexity(total), float(params.alpha.sum()), params.eta,
+                              _topics(counts, params.eta))
             records.append(rec)
             if on_sweep is not None:
                 on_sweep(rec)
+            params = _learned_priors(params, total, counts, alpha, eta)
             if tol is not None and change < tol:
+                stopped = "tol"
+                break
+            if _stopped_improving([r.validation_perplexity for r in records]):
+                stopped = "validation"
                 break
         t0 = time.perf_counter()
-        shared = dask.delayed(np.exp(dirichlet_expectation(lam, axis=0)), pure=True)
         with _progress.data_in_graph():
-            (final,) = _progress.compute(finish_tasks(blocks, params, shared, gamma_dir(scratch, len(records)),
-                                                  join(tmp, "doc_topics")))
-        final_bound = (final.bound + topic_bound(lam, eta)) / final.n_tokens
-        remove(scratch)
-        B = lam / lam.sum(axis=0, keepdims=True)
+            start = dask.delayed((B0, document_prior(source)[0]), pure=True)
+            (final,) = _progress.compute(finish_tasks(blocks, params, _shared(method, counts, params.eta), start,
+                                                      gamma_dir(scratch, len(records)), join(tmp, "doc_topics")))
+        if method == "vb":
+            final_bound = (final.bound + topic_bound(params.eta + counts, params.eta)) / final.n_tokens
+        else:
+            final_bound = final.bound / final.n_tokens
+        remove(scratch, root=root)
+        B = _topics(counts, params.eta)
         shown = display_words(corpus, words)
-        write_file(join(tmp, "doc_topics", INFER_INFO), topic_info(name, B, np.zeros(0, dtype=np.int64), shown))
+        write_file(join(tmp, "doc_topics", INFER_INFO), topic_info(name, B, np.zeros(0, dtype=np.int64), shown),
+                   root=root)
         A = final.topic_topic / final.topic_topic.sum() if final.topic_topic.sum() > 0 else np.full((k, k), 1 / k**2)
         p_word = counts.sum(axis=1) / counts.sum()
+        validation_curve = [r.validation_perplexity for r in records] + [_perplexity(final)]
+        heldout_scores = [math.exp(-ll / final.heldout_tokens) if final.heldout_tokens else math.nan
+                          for ll in (final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0))]
+        warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method)
         # the bound entering sweep s+1 is the bound after sweep s; the last comes from the final pass
         after = [r.bound_per_word for r in records[1:]] + [final_bound]
         trace = {
@@ -230,24 +281,36 @@ def refine(
             "relative_change": np.array([r.relative_change for r in records]),
             "inner_iterations": np.array([r.inner_iterations for r in records]),
             "seconds": np.array([r.seconds for r in records]),
+            "validation_perplexity": np.array(validation_curve),  # entering sweep 1, 2, …, then the final state
+            "alpha_sum": np.array([r.alpha_sum for r in records]),
+            "eta": np.array([r.eta for r in records]),
         }
         zarr.open_group(zarr_store(tmp), mode="a", zarr_format=3)
-        arrays = {"anchors": np.zeros(0, dtype=np.int64), "B": B, "A": A, "p_word": p_word, "alpha": alpha_vec,
-                  "lambda": lam} | {f"trace/{key}": v for key, v in trace.items()}
+        arrays = {"anchors": np.zeros(0, dtype=np.int64), "B": B, "A": A, "p_word": p_word, "alpha": params.alpha,
+                  "lambda": params.eta + counts} | {f"trace/{key}": v for key, v in trace.items()}
         for key, values in arrays.items():
             write_array(tmp, key, values)
         attrs = {
             "schema_version": SCHEMA_VERSION,
             "name": name,
-            "params": {"n_topics": k, "rectifier": "vb", "source": model, "sweeps": sweeps, "tol": tol,
-                       "alpha": alpha, "eta": eta, "inner_iterations": inner_iterations, "inner_tol": inner_tol,
-                       "heldout": heldout},
+            "params": {"n_topics": k, "rectifier": method, "method": method, "source": model, "sweeps": sweeps,
+                       "tol": tol, "alpha": alpha, "eta": eta, "inner_iterations": inner_iterations,
+                       "inner_tol": inner_tol, "heldout": heldout, "validation": validation},
             "source": {"name": model, "rectifier": source.attrs.get("params", {}).get("rectifier")},
             "n_iter": len(records),
+            "stopped": stopped,
+            "eta": params.eta,
             "n_words": len(words),
             "vocab_hash": vocabulary_hash(words),
             "heldout_fraction": heldout,
+            "validation_fraction": validation,
             "training": {"n_docs": final.n_docs, "n_tokens": final.n_tokens},
+            "validation": {"n_docs": final.valid_docs, "n_tokens": final.valid_tokens,
+                           "start_perplexity": _nan_to_none(validation_curve[0]),
+                           "final_perplexity": _nan_to_none(validation_curve[-1])},
+            "heldout": {"n_tokens": final.heldout_tokens, "start_perplexity": _nan_to_none(heldout_scores[1]),
+                        "final_perplexity": _nan_to_none(heldout_scores[0])},
+            "warnings": [warning] if warning else [],
             "bound_per_word": final_bound,
             "finish_seconds": time.perf_counter() - t0,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -255,8 +318,65 @@ def refine(
         }
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
         ensure_model_group(root)  # only now: a failed run leaves no models group behind
+    if warning:
+        warnings.warn(warning, ConvergenceWarning, stacklevel=2)
     result = RefineResult(name, np.zeros(0, dtype=np.int64), B, A, np.full_like(A, np.nan),
                           shown, trace,
                           np.zeros(0), len(records), model_path(root, name), attrs, source=model, source_B=B0)
-    write_topics(topics_path(root, name), result)
+    write_topics(root, name, result)
     return result
+
+
+def _topics(counts: np.ndarray, eta: float) -> np.ndarray:
+    """B from expected word–topic counts: ``(W + η)`` with columns normalised (CVB0's φ, VB's mean of λ)."""
+    return collapsed_topics(counts, eta)
+
+
+def _shared(method: str, counts: np.ndarray, eta: float):
+    """The arrays every task of a sweep reads, in the graph (a task that must rerun can always get them):
+    what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])`` of ``λ = η + W``) and the topics the
+    validation documents are scored under."""
+    update_from = counts if method == "cvb0" else np.exp(dirichlet_expectation(eta + counts, axis=0))
+    return dask.delayed((update_from, _topics(counts, eta)), pure=True)
+
+
+def _perplexity(total) -> float:
+    return math.exp(-total.valid_loglik / total.valid_tokens) if total.valid_tokens else math.nan
+
+
+def _nan_to_none(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def _learned_priors(params: SweepParams, total, counts: np.ndarray, alpha, eta) -> SweepParams:
+    """The next sweep's priors: one Minka step for ``α`` (CVB0's statistics), Minka's fixed point for ``η``."""
+    new_alpha, new_eta = params.alpha, params.eta
+    if alpha == "auto" and total.prior_sums is not None:
+        new_alpha = minka_alpha_step(params.alpha, total.prior_sums)
+    if eta == "auto":
+        new_eta = learn_eta(counts, params.eta, max_iter=100, tol=1e-6)
+    return replace(params, alpha=new_alpha, eta=new_eta)
+
+
+def _stopped_improving(curve: list[float]) -> bool:
+    """True when the last :data:`PATIENCE` validation scores improved on the best before them by less than
+    :data:`IMPROVEMENT` (relative)."""
+    curve = curve[1:]  # the start's score flatters it (its C counted these documents): refined states only
+    if len(curve) <= PATIENCE or math.isnan(curve[0]):
+        return False
+    best_before = min(curve[:-PATIENCE])
+    return min(curve[-PATIENCE:]) > best_before * (1.0 - IMPROVEMENT)
+
+
+def _worse_than_start(start: float, final: float, model: str, method: str) -> str | None:
+    """The warning to give when the refined topics' held-out perplexity ends above the source model's.
+
+    Held-out, not validation: the spectral model's C counted the validation
+    documents, so their score flatters the start; no choice of the fit
+    depends on this comparison, so the held-out documents stay unseen by it.
+    """
+    if math.isnan(start) or math.isnan(final) or final <= start:
+        return None
+    return (f"refine ({method}) ended with held-out perplexity {final:.1f}, above {start:.1f} of the topics of "
+            f"{model!r} it started from: the refined model is worse on unseen documents; try alpha='auto', "
+            f"fewer sweeps (--sweeps), another --method, or keep {model!r}")

@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from jsmf_dask import _progress
+from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model, stored_rectified
@@ -27,9 +28,10 @@ from jsmf_dask.kernels.lowrank import LowRankCooccurrence, law_coordinates, prin
 from jsmf_dask.kernels.metrics import top_words, topic_changes
 from jsmf_dask.kernels.recover import topic_topic
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path, read_metrics
+from jsmf_dask.pipeline.refine import METHODS as REFINE_METHODS
 from jsmf_dask.pipeline.refine import change_line
 from jsmf_dask.render import figures
-from jsmf_dask.render.page import Section, report_html, table_html
+from jsmf_dask.render.page import Marked, Section, report_html, table_html
 from jsmf_dask.stages.evaluate import pca_coordinates
 
 __all__ = ["report", "report_dir", "report_model"]
@@ -79,12 +81,9 @@ def _topics_table(model: FittedModel, words: list[str], anchors: np.ndarray | No
     anchors = model.arrays.get("anchors", np.zeros(0, dtype=np.int64)) if anchors is None else anchors
     rows = []
     for k, top in enumerate(top_words(B, 20)):
-        listed = []
-        for i in top:
-            w = words[i]
-            listed.append(f'<span class="anchor">{w}</span>' if k < len(anchors) and i == anchors[k] else w)
+        listed = [Marked(words[i], "anchor") if k < len(anchors) and i == anchors[k] else words[i] for i in top]
         anchor = words[anchors[k]] if k < len(anchors) else "–"
-        rows.append([k, ("html", f'<span class="anchor">{anchor}</span>'), ("html", " ".join(listed))])
+        rows.append([k, Marked(anchor, "anchor"), listed])
     return table_html(["topic", "anchor", "top 20 words"], rows, text_columns=(1, 2))
 
 
@@ -92,7 +91,7 @@ def _refined_from(models: dict[str, FittedModel], source: str) -> str | None:
     """The first model refined from ``source`` (by ``jsmf refine``), if any."""
     for name, m in models.items():
         params = m.attrs.get("params", {})
-        if params.get("rectifier") == "vb" and params.get("source") == source:
+        if params.get("rectifier") in REFINE_METHODS and params.get("source") == source:
             return name
     return None
 
@@ -130,6 +129,8 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     baseline : str, optional
         The Baseline for Figure 3 (default: the unrectified model of the same K).
     """
+    check_name(model, "model", "report", allow_none=True)
+    check_name(baseline, "baseline", "report", allow_none=True)
     root = os.fspath(root)
     names = list_models(root)
     if not names:
@@ -163,7 +164,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
         changes = [change_line(t, gained, lost, words)
                    for t, (gained, lost) in enumerate(topic_changes(m.arrays["B"], r.arrays["B"], 10))]
         sections.append(Section(f"Topics of {refined} (refined from {main})", [
-            f"{r.attrs.get('n_iter')} sweep(s) of variational Bayes over the training documents started from "
+            f"{r.attrs.get('n_iter')} sweep(s) of {r.attrs['params'].get('rectifier')} over the training documents started from "
             f"{main}'s topics; topic t descends from {main}'s topic t (its anchor shown).",
             "Top-10 words gained +[...] and lost -[...] per topic: " + "; ".join(changes)],
             _topics_table(r, words, m.arrays.get("anchors")), {}))
@@ -247,12 +248,12 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
                                     {"Figure 4 analogue": f.read()}))
 
     for filename, png in images.items():
-        write_file(join(out, filename), png)
+        write_file(join(out, filename), png, root=root)
     page = report_html(
         f"jsmf report: {root}", sections,
         subtitle=f"{store.n_words} words, {store.attrs.get('n_docs')} documents; models: {', '.join(names)}; "
                  f"written {_dt.datetime.now(_dt.UTC).isoformat(timespec='seconds')}",
     )
     url = join(out, "report.html")
-    write_file(url, page.encode("utf-8"))
+    write_file(url, page.encode("utf-8"), root=root)
     return url

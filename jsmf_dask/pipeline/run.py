@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jsmf_dask import config as jsmf_config
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
 from jsmf_dask.io.model_store import model_path
@@ -134,7 +135,8 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
                               fit_action)
     for params in cfg.stage("refine") or []:
         kwargs = dict(params)
-        name = kwargs.setdefault("name", default_refined_name(kwargs["model"]))
+        name = kwargs.setdefault("name", default_refined_name(kwargs["model"],
+                                                              jsmf_config.get("refine.method", kwargs.get("method"))))
         source_fp = fit_fps.get(kwargs["model"]) or upstream(f"fit-{kwargs['model']}")
 
         def refine_action(kwargs=kwargs) -> list[str]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jsmf_dask._validation import name_problem
 from jsmf_dask.exceptions import JSMFError
 
 __all__ = ["ConfigError", "RunConfig", "load_run_config", "STAGES"]
@@ -70,14 +71,18 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "name": (_STR, False), "path": (_STR, False), "eig_tol": (_FLOAT, False), "warm_start": (_STR, False),
     },
     "refine": {
-        "model": (_STR, True), "sweeps": (_INT, False), "tol": (_FLOAT, False), "alpha": (_STR + _FLOAT, False),
-        "eta": (_FLOAT, False), "name": (_STR, False), "heldout": _FRACTION, "inner_iterations": (_INT, False),
+        "model": (_STR, True), "method": (_STR, False), "sweeps": (_INT, False), "tol": (_FLOAT, False),
+        "alpha": (_STR + _FLOAT, False), "eta": (_STR + _FLOAT, False), "name": (_STR, False), "heldout": _FRACTION,
+        "validation": _FRACTION, "inner_iterations": (_INT, False),
     },
     "evaluate": {"models": ((list,), False), "heldout": _FRACTION},
     "report": {"model": (_STR, False), "baseline": (_STR, False)},
     "infer": {"model": (_STR, False)},
 }
 _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list"}
+#: Keys whose values name models (strings, or a list of them): each must be a safe name (``NAME_RULE``).
+_NAME_KEYS = {"fit": ("name", "warm_start"), "refine": ("model", "name"), "evaluate": ("models",),
+              "report": ("model", "baseline"), "infer": ("model",)}
 
 
 @dataclass
@@ -96,7 +101,7 @@ class RunConfig:
         return self.stages.get(name)
 
 
-def _check(where: str, table: dict, spec: dict) -> None:
+def _check(where: str, table: dict, spec: dict, names: tuple[str, ...] = ()) -> None:
     for key, value in table.items():
         if key not in spec:
             raise ConfigError(f"{where}: unknown key {key!r}; expected one of {sorted(spec)}")
@@ -105,6 +110,11 @@ def _check(where: str, table: dict, spec: dict) -> None:
         if not ok:
             expected = " or ".join(_NAMES[t] for t in types)
             raise ConfigError(f"{where}: key {key!r} must be {expected}; got {value!r}")
+        if key in names:
+            for item in value if isinstance(value, list) else [value]:
+                problem = name_problem(item)
+                if problem is not None:
+                    raise ConfigError(f"{where}: key {key!r} is not a valid name: {problem}; got {item!r}")
     for key, (_, required) in spec.items():
         if required and key not in table:
             raise ConfigError(f"{where}: missing required key {key!r}")
@@ -145,7 +155,7 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
                 else f"{path}: [[{name}]] #{i + 1}"
             if not isinstance(table, dict):
                 raise ConfigError(f"{where}: must be a table")
-            _check(where, table, _SPECS[name])
+            _check(where, table, _SPECS[name], _NAME_KEYS.get(name, ()))
         if name == "ingest":
             inputs = value["inputs"]
             if not inputs or not all(isinstance(x, str) for x in inputs):
@@ -154,6 +164,8 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
             for key in ("vocab", "doc_ids", "labels"):
                 if key in value:
                     value[key] = _resolve(base, value[key])
+            if isinstance(value.get("stopwords"), str) and value["stopwords"] != "english":  # a file
+                value["stopwords"] = _resolve(base, value["stopwords"])
         stages[name] = [dict(t) for t in tables] if name in _LISTS else dict(value)
     if not stages:
         raise ConfigError(f"{path}: no stage tables; expected some of {list(STAGES)}")

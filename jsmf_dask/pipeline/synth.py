@@ -29,7 +29,10 @@ from jsmf_dask.testing.synthetic import (
     write_corpus,
 )
 
-__all__ = ["SynthReport", "synth", "truth_path", "read_truth"]
+__all__ = ["SynthReport", "synth", "truth_path", "read_truth", "TOPICS_FROM"]
+
+#: How ``synth`` draws random topics: with a planted anchor word each, or as plain LDA does.
+TOPICS_FROM = ("separable", "dirichlet")
 
 
 def truth_path(root: str) -> str:
@@ -63,6 +66,8 @@ def synth(
     prior: str = "dirichlet",
     alpha: float = 0.1,
     B: np.ndarray | None = None,
+    topics_from: str = "separable",
+    beta: float = 0.05,
     row_group_size: int = 10000,
     docs_per_shard: int = 50000,
     overwrite: bool = False,
@@ -84,6 +89,15 @@ def synth(
     B : ndarray, shape (N, K), optional
         Topics to use instead of random separable ones (e.g. a model fitted on
         real data, for semi-synthetic experiments).
+    topics_from : {'separable', 'dirichlet'}, default='separable'
+        Random topics (without ``B``): ``separable`` plants an anchor word in
+        every topic (word k of the topic carries 5% of its mass and appears in
+        no other topic; the other words drawn from a Dirichlet(0.05)), which
+        flatters anchor methods; ``dirichlet`` draws each topic from a
+        symmetric Dirichlet(``beta``) over the whole vocabulary, as plain LDA
+        does (no anchors planted; ``truth.zarr``'s ``anchors`` are −1).
+    beta : float, default=0.05
+        Concentration of ``topics_from='dirichlet'``.
     row_group_size, docs_per_shard : int
     overwrite : bool, default=False
 
@@ -96,12 +110,18 @@ def synth(
                              ("seed", seed, 0)):
         check_int(value, name, owner, low=low)
     check_option(prior, "prior", owner, PRIORS)
+    check_option(topics_from, "topics_from", owner, TOPICS_FROM)
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
+        raise InvalidParameterError(f"The 'beta' parameter of synth must be a float > 0. Got {beta!r} instead.")
     if n_topics >= n_words:
         raise InvalidParameterError(f"The 'n_topics' parameter of synth must be below n_words={n_words}. Got {n_topics} instead.")
     if not doc_length >= 2:
         raise InvalidParameterError(f"The 'doc_length' parameter of synth must be a number >= 2. Got {doc_length!r} instead.")
     rng = np.random.default_rng(seed)
-    if B is None:
+    if B is None and topics_from == "dirichlet":
+        B = rng.dirichlet(np.full(n_words, float(beta)), size=n_topics).T
+        anchors = np.full(n_topics, -1)
+    elif B is None:
         # Anchors (words 0..K-1 of separable_topics) moved to random places in the vocabulary.
         perm = rng.permutation(n_words)
         B = np.empty((n_words, n_topics))
@@ -115,7 +135,7 @@ def synth(
     corpus = sample_corpus(B, alphas, n_docs, doc_length, rng, prior=prior, covariance=covariance)
     root = os.fspath(root)
     write_corpus(root, corpus, n_words, docs_per_shard=docs_per_shard, row_group_size=row_group_size, overwrite=overwrite)
-    with staged_output(truth_path(root), overwrite=overwrite) as tmp:
+    with staged_output(truth_path(root), root=root, overwrite=overwrite) as tmp:
         group = zarr.open_group(zarr_store(tmp), mode="w", zarr_format=3)
         theta = corpus.theta
         arrays = {"B": B, "A": theta.T @ theta / theta.shape[0], "anchors": anchors.astype(np.int64)}
@@ -127,7 +147,9 @@ def synth(
                                dtype="float32", compressors=ZstdCodec(level=1))
         t[...] = theta.astype(np.float32)
         group.attrs.update({"n_docs": n_docs, "n_words": n_words, "n_topics": n_topics, "doc_length": doc_length,
-                            "seed": seed, "prior": prior, "alpha": alpha})
+                            "seed": seed, "prior": prior, "alpha": alpha,
+                            "topics_from": "given" if anchors[0] == -1 and topics_from != "dirichlet" else topics_from,
+                            "beta": beta if topics_from == "dirichlet" else None})
     return SynthReport(n_docs, n_words, n_topics, int(corpus.counts.sum()), prior)
 
 

@@ -1,11 +1,14 @@
 """The report's figures as PNG bytes (matplotlib, Agg backend; no I/O, no dask).
 
 Each function takes plain arrays and returns the encoded PNG, so the caller
-decides where it goes (a file, a data URI in the HTML report).
+decides where it goes (a file, a data URI in the HTML report). Text drawn from
+data (model names, method names, words) is text, never markup: every figure is
+drawn with matplotlib's mathtext and TeX off (:func:`_plain_text`).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Mapping, Sequence
 
@@ -34,6 +37,16 @@ def _pyplot():
     return plt
 
 
+def _plain_text(draw):
+    """Draw with ``$…$`` shown as typed (no mathtext) and no TeX, whatever the caller's rcParams say."""
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        with _pyplot().rc_context({"text.parse_math": False, "text.usetex": False}):
+            return draw(*args, **kwargs)
+
+    return wrapper
+
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
@@ -41,6 +54,7 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+@_plain_text
 def metric_curves(rows: Sequence[Mapping], metrics: Sequence[str]) -> bytes:
     """The analogue of the paper's Figure 4: each metric against K (log axis), one line per method.
 
@@ -71,6 +85,7 @@ def metric_curves(rows: Sequence[Mapping], metrics: Sequence[str]) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def anchor_hull(spaces: Mapping[str, np.ndarray], anchors: np.ndarray) -> bytes:
     """The analogue of the paper's Figure 1: words in 2-D PCA of ``C̄``'s rows, anchors and their hull.
 
@@ -100,6 +115,7 @@ def anchor_hull(spaces: Mapping[str, np.ndarray], anchors: np.ndarray) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
     """The analogue of the paper's Figure 3: each topic–topic matrix as a heat map (own scale, centred at 0)."""
     fig, axes = _pyplot().subplots(1, len(matrices), figsize=(4.8 * len(matrices), 4), squeeze=False)
@@ -118,6 +134,7 @@ def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def ap_trace(trace: Mapping[str, np.ndarray]) -> bytes:
     """AP's convergence (‖ΔC‖ and the distance to PSD_K per iteration), or ENN's (the relative change of YYᵀ
     and the correction's mass ΣE per cycle), on a log scale."""

@@ -1,14 +1,19 @@
-"""Graph builders for ``refine``: one variational-Bayes sweep as a map over row groups and a tree sum.
+"""Graph builders for ``refine``: one sweep (CVB0 or variational Bayes) as a map over row groups and a tree sum.
 
 A sweep is the same bag-over-row-groups shape as ``cooccur``: each task reads
-one Parquet row group, drops its held-out documents, runs the E-step
-(:func:`jsmf_dask.kernels.variational.e_step`) from the documents' ``γ`` of the
-previous sweep and returns the block's expected word–topic counts (N×K); a
-tree of sums reduces them, so the driver receives one N×K array a sweep and
-never a per-document object. ``γ`` stays out of the driver: each task reads
-its block's ``γ`` from ``<scratch>/gamma-<s mod 2>/`` and writes the new one to
-the other generation, so a task that runs twice (a worker died) reads the same
-input and writes the same output.
+one Parquet row group, drops its held-out and validation documents, updates
+its training documents from their state of the previous sweep (CVB0:
+:func:`jsmf_dask.kernels.collapsed.cvb0_step`, the state ``N_dk``; VB:
+:func:`jsmf_dask.kernels.variational.e_step`, the state ``γ``) and returns the
+block's expected word–topic counts (N×K); a tree of sums reduces them, so the
+driver receives one N×K array a sweep and never a per-document object. The
+same task scores the block's validation documents by document completion
+under the topics entering the sweep (:func:`jsmf_dask.kernels.heldout.completion_log_likelihood`,
+the scorer of ``evaluate``), so stopping by validation costs no extra pass.
+The state stays out of the driver: each task reads its block's state from
+``<scratch>/gamma-<s mod 2>/`` and writes the new one to the other
+generation, so a task that runs twice (a worker died) reads the same input
+and writes the same output.
 
 Memory per task, O(N·K + rows of a block): the block's count matrix (its
 non-zeros), its ``γ`` (rows × K), the N×K ``exp(E[log β])`` and expected
@@ -30,20 +35,31 @@ from dask.base import tokenize
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
-from jsmf_dask.kernels.heldout import heldout_mask
+from jsmf_dask.kernels.collapsed import collapsed_theta, cvb0_step
+from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, split_tokens, \
+    validation_mask
 from jsmf_dask.kernels.variational import e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["SweepParams", "BlockSums", "sweep_tasks", "finish_tasks", "tree_sum", "gamma_dir"]
+__all__ = ["METHODS", "SweepParams", "BlockSums", "sweep_tasks", "finish_tasks", "tree_sum", "gamma_dir"]
+
+#: Refinement methods: zero-order collapsed variational Bayes, and variational Bayes.
+METHODS = ("cvb0", "vb")
 
 
 @dataclass(frozen=True)
 class SweepParams:
-    """What every sweep task needs besides its block and the topics."""
+    """What every sweep task needs besides its block and the topics.
+
+    ``alpha`` and ``eta`` are this sweep's priors (learned ones change between sweeps).
+    """
 
     n_words: int
+    method: str
     alpha: np.ndarray
+    eta: float
     heldout: float
+    validation: float
     max_inner: int
     inner_tol: float
 
@@ -59,8 +75,18 @@ class BlockSums:
     topic_topic : ndarray, shape (K, K), or None
         Unnormalised ``A`` from the documents' expected topic counts (last pass only).
     bound : float
-        Documents' part of the evidence lower bound at the incoming state.
+        VB: the documents' part of the evidence lower bound at the incoming
+        state; CVB0: the training documents' log likelihood at it.
     n_docs, n_tokens, iterations : int
+    prior_sums : ndarray, shape (K + 1,), or None
+        CVB0: Minka's statistics for ``α`` (see :class:`~jsmf_dask.kernels.collapsed.CVB0Result`).
+    valid_loglik : float
+        Log likelihood of the validation documents' scored halves (document completion).
+    valid_tokens, valid_docs : int
+    heldout_loglik : ndarray, shape (2,), or None
+        Last pass only: the held-out documents' completion log likelihood under
+        the final topics and under the start's (the source model's ``B`` and document prior).
+    heldout_tokens : int
     """
 
     counts: np.ndarray | None
@@ -69,6 +95,12 @@ class BlockSums:
     n_docs: int
     n_tokens: int
     iterations: int
+    prior_sums: np.ndarray | None = None
+    valid_loglik: float = 0.0
+    valid_tokens: int = 0
+    valid_docs: int = 0
+    heldout_loglik: np.ndarray | None = None
+    heldout_tokens: int = 0
 
 
 def gamma_dir(scratch: str, sweep: int) -> str:
@@ -92,36 +124,75 @@ def _save_gamma(url: str, gamma: np.ndarray) -> None:
         np.save(f, gamma)
 
 
-def _training(block: Block, params: SweepParams) -> tuple[pa.Table, object]:
+def _split(block: Block, params: SweepParams, *, with_heldout: bool = False):
+    """The block's training documents (table, counts), its validation documents' counts and hashes, and
+    (``with_heldout``) its held-out documents' counts and hashes."""
     table = read_block(block, params.n_words)
-    if params.heldout > 0:
-        table = table.filter(pa.array(~heldout_mask(table.column("doc_id"), params.heldout)))
-    return table, block_counts(table, params.n_words)
+    ids = table.column("doc_id")
+    held = heldout_mask(ids, params.heldout)
+    valid = validation_mask(ids, params.validation)
+    X = block_counts(table, params.n_words)
+    train = ~(held | valid)
+    out = (table.filter(pa.array(train)), X[train], (X[valid], doc_hashes(ids.filter(pa.array(valid)))))
+    if with_heldout:
+        return (*out, (X[held], doc_hashes(ids.filter(pa.array(held)))))
+    return out
 
 
-def _sweep_block(block: Block, index: int, params: SweepParams, exp_elog_beta: np.ndarray,
-                 gamma_in: str | None, gamma_out: str) -> BlockSums:
-    _, X = _training(block, params)
-    gamma = None if gamma_in is None else _load_gamma(_gamma_url(gamma_in, index))
-    res = e_step(X, exp_elog_beta, params.alpha, gamma, max_iter=params.max_inner, tol=params.inner_tol)
-    _save_gamma(_gamma_url(gamma_out, index), res.gamma)
-    return BlockSums(res.counts, None, res.bound, X.shape[0], int(X.sum()), res.iterations)
+def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[float, int, int]:
+    X, hashes = valid
+    if X.shape[0] == 0:
+        return 0.0, 0, 0
+    observed, scored = split_tokens(X, hashes)
+    ll, n_tokens, _ = completion_log_likelihood(observed, scored, topics, alpha)
+    return ll, n_tokens, X.shape[0]
 
 
-def _finish_block(block: Block, index: int, params: SweepParams, exp_elog_beta: np.ndarray, gamma_in: str,
-                  out_dir: str) -> BlockSums:
-    table, X = _training(block, params)
-    gamma = _load_gamma(_gamma_url(gamma_in, index))
-    res = e_step(X, exp_elog_beta, params.alpha, gamma, max_iter=0)
-    k = gamma.shape[1]
-    theta = gamma / gamma.sum(axis=1, keepdims=True)
+def _sweep_block(block: Block, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
+                 state_in: str | None, state_out: str) -> BlockSums:
+    """``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored."""
+    _, X, valid = _split(block, params)
+    update_from, topics = shared
+    state = None if state_in is None else _load_gamma(_gamma_url(state_in, index))
+    if params.method == "cvb0":
+        res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
+                        tol=params.inner_tol)
+        new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
+            res.iterations, res.prior_sums
+    else:
+        res = e_step(X, update_from, params.alpha, state, max_iter=params.max_inner, tol=params.inner_tol)
+        new_state, counts, bound, iterations, prior_sums = res.gamma, res.counts, res.bound, res.iterations, None
+    _save_gamma(_gamma_url(state_out, index), new_state)
+    ll, n_valid_tokens, n_valid_docs = _validate(valid, topics, params.alpha)
+    return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, ll, n_valid_tokens,
+                     n_valid_docs)
+
+
+def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, start: tuple[np.ndarray, np.ndarray],
+                  state_in: str, out_dir: str) -> BlockSums:
+    """``start``: the source model's ``B`` and document prior, scored on the held-out documents beside the
+    final topics (what the refined model is compared with; no choice of the fit depends on it)."""
+    table, X, valid, held = _split(block, params, with_heldout=True)
+    update_from, topics = shared
+    state = _load_gamma(_gamma_url(state_in, index))
+    if params.method == "cvb0":
+        bound = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=0).log_likelihood
+        theta, gamma = collapsed_theta(state, params.alpha), state + params.alpha[None, :]
+    else:
+        bound = e_step(X, update_from, params.alpha, state, max_iter=0).bound
+        theta, gamma = state / state.sum(axis=1, keepdims=True), state
+    k = state.shape[1]
     lengths = np.asarray(X.sum(axis=1)).ravel().astype(np.int64)
     out = pa.table([table.column("doc_id"), pa.array(lengths), pa.FixedSizeListArray.from_arrays(
         pa.array(theta.ravel()), k)], schema=doc_topics_schema(k))
     fs, path = get_fs(join(out_dir, shard_name(index)))
     with fs.open(path, "wb") as f:
         pq.write_table(out, f)
-    return BlockSums(None, expected_topic_topic(gamma, params.alpha), res.bound, X.shape[0], int(lengths.sum()), 0)
+    ll, n_valid_tokens, n_valid_docs = _validate(valid, topics, params.alpha)
+    final_ll, n_held_tokens, _ = _validate(held, topics, params.alpha)
+    start_ll, _, _ = _validate(held, *start)
+    return BlockSums(None, expected_topic_topic(gamma, params.alpha), bound, X.shape[0], int(lengths.sum()), 0,
+                     None, ll, n_valid_tokens, n_valid_docs, np.array([final_ll, start_ll]), n_held_tokens)
 
 
 def _add(*parts: BlockSums) -> BlockSums:
@@ -131,7 +202,9 @@ def _add(*parts: BlockSums) -> BlockSums:
 
     return BlockSums(total("counts"), total("topic_topic"), float(sum(p.bound for p in parts)),
                      sum(p.n_docs for p in parts), sum(p.n_tokens for p in parts),
-                     sum(p.iterations for p in parts))
+                     sum(p.iterations for p in parts), total("prior_sums"),
+                     float(sum(p.valid_loglik for p in parts)), sum(p.valid_tokens for p in parts),
+                     sum(p.valid_docs for p in parts), total("heldout_loglik"), sum(p.heldout_tokens for p in parts))
 
 
 def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -> dask.delayed:
@@ -147,28 +220,31 @@ def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -
     return parts[0]
 
 
-def sweep_tasks(blocks: list[Block], params: SweepParams, exp_elog_beta, gamma_in: str | None,
+def sweep_tasks(blocks: list[Block], params: SweepParams, shared, gamma_in: str | None,
                 gamma_out: str, *, sweep: int) -> dask.delayed:
-    """One sweep: a task per block (E-step, writes its ``γ``) and their tree sum, as one delayed.
+    """One sweep: a task per block (updates its documents, writes their state) and their tree sum, as one delayed.
 
-    ``exp_elog_beta`` may be an array or a scattered future/delayed of one. Keys
-    carry a token of the inputs, so concurrent runs on one scheduler never share results.
+    ``shared`` (a delayed ``(update_from, topics)``: CVB0's ``W`` or VB's
+    ``exp(E[log β])``, and the topics the validation documents are scored
+    under). Keys carry a token of the inputs, so concurrent runs on one
+    scheduler never share results.
     """
-    token = tokenize(blocks, params, exp_elog_beta, gamma_in, gamma_out, sweep)
+    token = tokenize(blocks, params, shared, gamma_in, gamma_out, sweep)
     parts = [
-        dask.delayed(_sweep_block, pure=True)(block, i, params, exp_elog_beta, gamma_in, gamma_out,
+        dask.delayed(_sweep_block, pure=True)(block, i, params, shared, gamma_in, gamma_out,
                                               dask_key_name=f"refine-sweep{sweep}-{token}-{i}")
         for i, block in enumerate(blocks)
     ]
     return tree_sum(parts, prefix=f"refine-sum{sweep}-{token}")
 
 
-def finish_tasks(blocks: list[Block], params: SweepParams, exp_elog_beta, gamma_in: str,
+def finish_tasks(blocks: list[Block], params: SweepParams, shared, start, gamma_in: str,
                  out_dir: str) -> dask.delayed:
-    """The last pass: the bound of the final state, ``A``'s sums, and ``doc_topics`` parts written to ``out_dir``."""
-    token = tokenize(blocks, params, exp_elog_beta, gamma_in, out_dir)
+    """The last pass: the bound of the final state, ``A``'s sums, the validation score of the final topics and
+    ``doc_topics`` parts written to ``out_dir``."""
+    token = tokenize(blocks, params, shared, start, gamma_in, out_dir)
     parts = [
-        dask.delayed(_finish_block, pure=True)(block, i, params, exp_elog_beta, gamma_in, out_dir,
+        dask.delayed(_finish_block, pure=True)(block, i, params, shared, start, gamma_in, out_dir,
                                                dask_key_name=f"refine-finish-{token}-{i}")
         for i, block in enumerate(blocks)
     ]

@@ -188,7 +188,7 @@ def write_corpus(
         words = [f"w{i:05d}" for i in range(n_words)]
     df = np.bincount(corpus.word_ids, minlength=n_words)
     tf = np.bincount(corpus.word_ids, weights=corpus.counts, minlength=n_words)
-    with staged_output(corpus_dir(root), overwrite=overwrite) as tmp:
+    with staged_output(corpus_dir(root), root=root, overwrite=overwrite) as tmp:
         for shard, start in enumerate(range(0, corpus.n_docs, docs_per_shard)):
             stop = min(start + docs_per_shard, corpus.n_docs)
             a, b = int(corpus.offsets[start]), int(corpus.offsets[stop])

@@ -209,10 +209,10 @@ def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, 
             done.set()
             watcher.join()
     assert killed, "no worker was busy with a refine sweep task to kill"
-    a, b = open_model(root, "k6-ap-vb"), open_model(str(corpus), "k6-ap-vb")
+    a, b = open_model(root, "k6-ap-cvb0"), open_model(str(corpus), "k6-ap-cvb0")
     np.testing.assert_allclose(a.group["lambda"][...], b.group["lambda"][...], rtol=1e-10, atol=0)
     np.testing.assert_allclose(a.arrays["A"], b.arrays["A"], rtol=0, atol=1e-10)
-    assert not (tmp_path / "model.zarr" / "k6-ap-vb" / "_scratch").exists()
+    assert not (tmp_path / "model.zarr" / "k6-ap-cvb0" / "_scratch").exists()
 
 
 @pytest.mark.slow

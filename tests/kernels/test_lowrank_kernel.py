@@ -22,7 +22,7 @@ from jsmf_dask.kernels.lowrank import (
     nonnegativity_correction,
     range_eigenpairs,
 )
-from jsmf_dask.kernels.rectify import Eigenpairs, top_eigenpairs
+from jsmf_dask.kernels.rectify import top_eigenpairs
 from jsmf_dask.kernels.recover import recover_weights, topic_topic, topic_word
 from jsmf_dask.testing.synthetic import dirichlet_topic_topic, separable_topics
 

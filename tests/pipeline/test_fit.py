@@ -83,7 +83,7 @@ def test_estimator_refines_by_default_and_stores_both_models(synthetic_root):
 
     model = RectifiedAnchorWords(n_topics=5, max_iter=40).fit(synthetic_root, name="est", overwrite=True)
     spectral = open_model(str(synthetic_root), "est")
-    refined = open_model(str(synthetic_root), "est-vb")
+    refined = open_model(str(synthetic_root), "est-cvb0")
     np.testing.assert_allclose(model.spectral_components_, spectral.arrays["B"].T, atol=1e-15)
     np.testing.assert_allclose(model.components_, refined.arrays["B"].T, atol=1e-15)
     np.testing.assert_allclose(model.topic_topic_, refined.arrays["A"], atol=1e-15)

@@ -45,12 +45,12 @@ def _embedded(html: str) -> dict:
 
 
 def test_inputs_are_the_models_topics_its_documents_weights_and_the_term_frequencies(root):
-    inputs = ldavis_inputs(str(root), "ap-vb")
-    B = open_model(str(root), "ap-vb").arrays["B"]
+    inputs = ldavis_inputs(str(root), "ap-cvb0")
+    B = open_model(str(root), "ap-cvb0").arrays["B"]
     floored = np.maximum(B.T, PROBABILITY_FLOOR)
     np.testing.assert_allclose(inputs["topic_term_dists"], floored / floored.sum(axis=1, keepdims=True), rtol=1e-15)
     np.testing.assert_allclose(inputs["topic_term_dists"].sum(axis=1), 1.0, rtol=1e-12)
-    parts = sorted((root / "model.zarr" / "ap-vb" / "doc_topics").glob("*.parquet"))  # corpus order
+    parts = sorted((root / "model.zarr" / "ap-cvb0" / "doc_topics").glob("*.parquet"))  # corpus order
     table = pa.concat_tables([pq.read_table(p) for p in parts])
     lengths = np.asarray(table.column("n_tokens"))
     theta = np.array(table.column("topics").to_pylist())
@@ -62,11 +62,11 @@ def test_inputs_are_the_models_topics_its_documents_weights_and_the_term_frequen
 
 
 def test_html_loads_with_every_topic_and_the_models_top_words(root):
-    url = export_ldavis(str(root), model="ap-vb")
-    assert url == ldavis_path(str(root), "ap-vb")
-    data = _embedded((root / "report" / "ldavis-ap-vb.html").read_text())
+    url = export_ldavis(str(root), model="ap-cvb0")
+    assert url == ldavis_path(str(root), "ap-cvb0")
+    data = _embedded((root / "report" / "ldavis-ap-cvb0.html").read_text())
     assert sorted(data["mdsDat"]["topics"]) == [1, 2, 3, 4]  # one circle per topic, in the model's order
-    B = open_model(str(root), "ap-vb").arrays["B"]
+    B = open_model(str(root), "ap-cvb0").arrays["B"]
     words = read_vocabulary(str(root / "corpus")).column("word").to_pylist()
     listed = {(c, t) for c, t in zip(data["tinfo"]["Category"], data["tinfo"]["Term"], strict=True)}
     for k in range(4):
@@ -82,17 +82,17 @@ def test_a_spectral_model_needs_infer_under_it_first(root):
     inputs = ldavis_inputs(str(root), "ap")
     lengths = np.asarray(table.column("n_tokens"))
     np.testing.assert_allclose(inputs["doc_topic_dists"], np.array(table.column("topics").to_pylist())[lengths > 0])
-    infer(str(root), model="ap-vb", overwrite=True)  # weights under another model do not count for this one
+    infer(str(root), model="ap-cvb0", overwrite=True)  # weights under another model do not count for this one
     with pytest.raises(StoreError, match="no document–topic weights under model 'ap'"):
         ldavis_inputs(str(root), "ap")
 
 
 def test_cli_writes_the_view_beside_the_report_and_refuses_without_pyldavis(root, capsys, monkeypatch):
-    assert main(["report", str(root), "--model", "ap-vb", "--ldavis", "--scheduler", "synchronous", "--quiet"]) == 0
+    assert main(["report", str(root), "--model", "ap-cvb0", "--ldavis", "--scheduler", "synchronous", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert f"pyLDAvis view of ap-vb: {ldavis_path(str(root), 'ap-vb')}" in out
+    assert f"pyLDAvis view of ap-cvb0: {ldavis_path(str(root), 'ap-cvb0')}" in out
     (root / "report" / "report.html").unlink()
     monkeypatch.setitem(sys.modules, "pyLDAvis", None)  # as if not installed
-    assert main(["report", str(root), "--model", "ap-vb", "--ldavis", "--scheduler", "synchronous"]) == 1
+    assert main(["report", str(root), "--model", "ap-cvb0", "--ldavis", "--scheduler", "synchronous"]) == 1
     assert "needs pyLDAvis: pip install" in capsys.readouterr().err
     assert not (root / "report" / "report.html").exists()  # refused before any work

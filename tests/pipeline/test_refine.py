@@ -34,7 +34,7 @@ def lda_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def refined(lda_root):
     with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
-        return refine(lda_root, model="ap", sweeps=6, tol=1e-12)
+        return refine(lda_root, model="ap", method="vb", sweeps=6, tol=1e-12, alpha=0.1, eta=0.01, validation=0)
 
 
 def test_refined_beats_spectral_beats_baseline_and_nears_a_long_run(lda_root, refined):
@@ -42,7 +42,8 @@ def test_refined_beats_spectral_beats_baseline_and_nears_a_long_run(lda_root, re
     spectral = matched_l1(open_model(lda_root, "ap").arrays["B"], truth)
     baseline = matched_l1(open_model(lda_root, "baseline").arrays["B"], truth)
     short = matched_l1(refined.B, truth)
-    long_run = refine(lda_root, model="ap", sweeps=150, tol=1e-5, name="long")
+    long_run = refine(lda_root, model="ap", method="vb", sweeps=150, tol=1e-5, alpha=0.1, eta=0.01, validation=0,
+                      name="long")
     best = matched_l1(long_run.B, truth)
     assert short < spectral < baseline, (short, spectral, baseline)
     # a few sweeps get within 10% of what VB from the same start reaches when run to convergence
@@ -143,7 +144,7 @@ def test_evaluate_report_and_infer_read_it(lda_root, refined):
 def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
     from jsmf_dask.kernels.variational import moment_alpha
 
-    r = refine(lda_root, model="ap", sweeps=1, alpha="auto", name="auto")
+    r = refine(lda_root, model="ap", method="vb", sweeps=1, alpha="auto", name="auto")
     expected = moment_alpha(open_model(lda_root, "ap").arrays["A"])
     np.testing.assert_allclose(open_model(lda_root, "auto").arrays["alpha"], expected, rtol=1e-14)
     assert r.attrs["params"]["alpha"] == "auto"
@@ -156,12 +157,17 @@ def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
     ({"model": "ap", "sweeps": 0}, InvalidParameterError, r"'sweeps' parameter of refine must be an int in the range \[1"),
     ({"model": "ap", "alpha": -0.1}, InvalidParameterError, r"'alpha' parameter of refine must be 'auto' or a float > 0"),
     ({"model": "ap", "alpha": "gibbs"}, InvalidParameterError, r"'alpha' parameter of refine"),
-    ({"model": "ap", "eta": 0}, InvalidParameterError, r"'eta' parameter of refine must be a float > 0"),
+    ({"model": "ap", "eta": 0}, InvalidParameterError, r"'eta' parameter of refine must be 'auto' or a float > 0"),
     ({"model": "ap", "heldout": 0.6}, InvalidParameterError, r"'heldout' parameter of refine must be a float in \(0, 0\.5\]"),
     ({"model": "ap", "heldout": 0.0}, InvalidParameterError, r"'heldout' parameter of refine"),
     ({"model": "ap", "tol": -1.0}, InvalidParameterError, r"'tol' parameter of refine must be a float > 0"),
     ({"model": "ap", "inner_iterations": 0}, InvalidParameterError, r"'inner_iterations' parameter of refine"),
-    ({"model": "ap"}, StoreError, r"ap-vb already exists; pass overwrite=True"),
+    ({"model": "ap", "method": "vb"}, StoreError, r"ap-vb already exists; pass overwrite=True"),
+    ({"model": "ap", "method": "gibbs"}, InvalidParameterError, r"'method' parameter of refine must be a str among"),
+    ({"model": "ap", "eta": -0.5}, InvalidParameterError, r"'eta' parameter of refine must be 'auto' or a float > 0"),
+    ({"model": "ap", "eta": "lots"}, InvalidParameterError, r"'eta' parameter of refine must be 'auto' or a float"),
+    ({"model": "ap", "alpha": float("nan")}, InvalidParameterError, r"'alpha' parameter of refine"),
+    ({"model": "ap", "validation": 0.7}, InvalidParameterError, r"'validation' parameter of refine must be a float"),
 ])
 def test_bad_parameters_write_nothing(lda_root, refined, kwargs, error, match):
     before = listing(lda_root)
@@ -199,3 +205,70 @@ def test_same_words_in_another_order_is_another_vocabulary(lda_root, tmp_path):
     pq.write_table(vocab.set_column(1, "word", pa.array(words)), other / "corpus" / "vocab.parquet")
     with pytest.raises(StoreError, match="another vocabulary"):
         refine(other, model="ap")
+
+
+@pytest.fixture(scope="module")
+def plain_lda_root(tmp_path_factory):
+    """A plain LDA corpus (topics from a Dirichlet over the vocabulary: no planted anchors), K = 5, N = 300."""
+    root = tmp_path_factory.mktemp("plain-lda")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(root, n_docs=5000, n_words=300, n_topics=5, doc_length=60, seed=4, topics_from="dirichlet",
+              beta=0.05, row_group_size=1250)
+        cooccur(root, heldout=0.1)
+        fit(root, n_topics=5, name="ap", min_anchor_df=5)
+    return root
+
+
+def test_plain_lda_synth_plants_no_anchor(plain_lda_root):
+    truth = read_truth(plain_lda_root)
+    assert (truth["anchors"] == -1).all()
+    B = truth["B"]
+    np.testing.assert_allclose(B.sum(axis=0), 1.0, rtol=1e-12)
+    # not the separable construction: no block of K words, each only in its own topic with 5% of its mass
+    planted = [(B[:, k] == 0.05) & ((B > 0).sum(axis=1) == 1) for k in range(B.shape[1])]
+    assert not any(p.any() for p in planted)
+
+
+def test_cvb0_beats_vb_and_the_spectral_start_on_a_plain_lda_corpus(plain_lda_root):
+    """Same start, same sweeps, same priors: CVB0's B is closer to the truth than VB's and than the start's."""
+    truth = read_truth(plain_lda_root)["B"]
+    spectral = matched_l1(open_model(plain_lda_root, "ap").arrays["B"], truth)
+    common = {"model": "ap", "sweeps": 10, "tol": 1e-12, "alpha": 0.1, "eta": 0.05, "validation": 0}
+    cvb0 = matched_l1(refine(plain_lda_root, method="cvb0", **common).B, truth)
+    vb = matched_l1(refine(plain_lda_root, method="vb", **common).B, truth)
+    print(f"plain LDA B L1: spectral {spectral:.4f}, VB {vb:.4f}, CVB0 {cvb0:.4f} (10 sweeps)")
+    assert cvb0 < vb < spectral, (cvb0, vb, spectral)
+
+
+def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
+    r = refine(plain_lda_root, model="ap", method="cvb0", sweeps=40, tol=1e-12, alpha="auto", eta="auto",
+               validation=0.05, name="learned")
+    m = open_model(plain_lda_root, "learned")
+    assert m.attrs["params"]["method"] == "cvb0" and m.attrs["stopped"] in ("validation", "sweeps")
+    curve = m.trace["validation_perplexity"]
+    assert curve.shape == (r.n_iter + 1,) and np.isfinite(curve).all()
+    if m.attrs["stopped"] == "validation":  # the last PATIENCE refined scores did not beat the best before them
+        assert r.n_iter < 40 and curve[1:-1][-3:].min() > curve[1:-4].min() * (1 - 1e-4)
+    alpha = m.arrays["alpha"]
+    assert alpha.shape == (5,) and (alpha > 0).all() and not np.allclose(alpha, alpha[0])  # asymmetric
+    assert 0.01 < alpha.mean() < 1.0, alpha  # drawn with α = 0.1
+    assert 0.005 < m.attrs["eta"] < 0.5 and m.trace["eta"].shape == (r.n_iter,)
+    assert m.attrs["validation"]["n_docs"] > 150 and m.attrs["heldout"]["final_perplexity"] is not None
+    # the validation and held-out documents are never trained on
+    from jsmf_dask import open_cooccurrence
+    held = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs["n_docs_heldout"]
+    assert m.attrs["training"]["n_docs"] + m.attrs["validation"]["n_docs"] == 5000 - held
+    assert m.attrs["heldout"]["final_perplexity"] < m.attrs["heldout"]["start_perplexity"]
+    assert m.attrs["warnings"] == []
+
+
+def test_a_refinement_worse_than_its_start_warns(plain_lda_root):
+    """A deliberately bad prior (η = 500: as many pseudo-counts as tokens, every topic smeared over the vocabulary)
+    ends above the start: one
+    ConvergenceWarning, recorded in the model's attrs."""
+    from jsmf_dask.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match="held-out perplexity .* above .* of the topics of 'ap'"):
+        r = refine(plain_lda_root, model="ap", sweeps=3, alpha=0.1, eta=500.0, validation=0, name="smeared")
+    assert r.attrs["warnings"] and "try" in r.attrs["warnings"][0]
+    assert open_model(plain_lda_root, "smeared").attrs["warnings"] == r.attrs["warnings"]

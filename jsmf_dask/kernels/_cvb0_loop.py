@@ -1,0 +1,123 @@
+"""The compiled per-document loop of batch CVB0 (numba; no dask, no I/O).
+
+See :func:`jsmf_dask.kernels.collapsed.cvb0_step` for the update and the
+notation. A document's responsibilities exist only in ``rho`` (its distinct
+words × K) while it is processed; everything is float64 and each document's
+arithmetic is the same whichever block it is in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from jsmf_dask.kernels._vb_loop import digamma
+
+_FASTMATH = {"reassoc", "contract"}
+_TINY = 1e-300
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_topic, max_iter, tol, counts,
+              prior_sums):
+    """CVB0 for every document of a CSR block, in place on ``doc_topic``; adds to ``counts`` and ``prior_sums``.
+
+    Returns the inner iterations summed over documents and the training log
+    likelihood ``Σ n_dw log Σ_k θ_dk φ_wk`` at the incoming state.
+    ``prior_sums`` (K + 1) receives Minka's statistics at the outgoing state:
+    ``Σ_d ψ(N_dk + α_k) − ψ(α_k)`` for each k, then ``Σ_d ψ(n_d + α₀) − ψ(α₀)``.
+    """
+    n_docs = indptr.size - 1
+    n_words, k = word_topic.shape
+    longest = 1
+    for d in range(n_docs):
+        longest = max(longest, indptr[d + 1] - indptr[d])
+    rho = np.empty((longest, k))
+    new = np.empty((longest, k))
+    nd = np.empty(k)
+    nd_new = np.empty(k)
+    denom = np.empty(k)
+    alpha_sum = 0.0
+    for t in range(k):
+        alpha_sum += alpha[t]
+    n_eta = n_words * eta
+    psi_alpha = np.empty(k)
+    for t in range(k):
+        psi_alpha[t] = digamma(alpha[t])
+    psi_alpha_sum = digamma(alpha_sum)
+    for t in range(k):
+        denom[t] = 1.0 / (topic_total[t] + n_eta)
+    iterations = 0
+    loglik = 0.0
+    for d in range(n_docs):
+        start, stop = indptr[d], indptr[d + 1]
+        length = stop - start
+        n_d = 0.0
+        for j in range(length):
+            n_d += data[start + j]
+        for t in range(k):
+            nd[t] = doc_topic[d, t]
+        # start: one update from the incoming counts, nothing removed (the document's old responsibilities
+        # are not kept); its normaliser is the likelihood of the word under the incoming state
+        for j in range(length):
+            w = indices[start + j]
+            s = 0.0
+            for t in range(k):
+                v = (word_topic[w, t] + eta) * denom[t] * (nd[t] + alpha[t])
+                rho[j, t] = v
+                s += v
+            s += _TINY
+            loglik += data[start + j] * math.log(s / (n_d + alpha_sum))
+            for t in range(k):
+                rho[j, t] /= s
+        for t in range(k):
+            nd[t] = 0.0
+        for j in range(length):
+            c = data[start + j]
+            for t in range(k):
+                nd[t] += c * rho[j, t]
+        for _ in range(max_iter):
+            # every pair from the same state (Jacobi): the token's own responsibility out of every count
+            for t in range(k):
+                nd_new[t] = 0.0
+            for j in range(length):
+                w = indices[start + j]
+                s = 0.0
+                for t in range(k):
+                    r = rho[j, t]
+                    word = word_topic[w, t] - r
+                    if word < 0.0:
+                        word = 0.0
+                    total = topic_total[t] - r
+                    if total < 0.0:
+                        total = 0.0
+                    v = (word + eta) / (total + n_eta) * (nd[t] - r + alpha[t])
+                    new[j, t] = v
+                    s += v
+                s += _TINY
+                c = data[start + j]
+                for t in range(k):
+                    new[j, t] /= s
+                    nd_new[t] += c * new[j, t]
+            change = 0.0
+            for t in range(k):
+                change += abs(nd_new[t] - nd[t])
+                nd[t] = nd_new[t]
+            for j in range(length):
+                for t in range(k):
+                    rho[j, t] = new[j, t]
+            iterations += 1
+            if change / k < tol:
+                break
+        for j in range(length):
+            w = indices[start + j]
+            c = data[start + j]
+            for t in range(k):
+                counts[w, t] += c * rho[j, t]
+        for t in range(k):
+            doc_topic[d, t] = nd[t]
+            prior_sums[t] += digamma(nd[t] + alpha[t]) - psi_alpha[t]
+        prior_sums[k] += digamma(n_d + alpha_sum) - psi_alpha_sum
+    return iterations, loglik

@@ -1,0 +1,207 @@
+"""Batch CVB0 for LDA and Minka's fixed points for its priors, as pure numpy (the loop compiled).
+
+CVB0 (zero-order collapsed variational Bayes; Asuncion, Welling, Smyth & Teh
+2009, "On smoothing and inference for topic models") keeps, for every token,
+a responsibility ``γ_ik = q(z_i = k)``; with ``W_wk`` the expected word–topic
+counts (``Σ_i γ_ik`` over the tokens of word ``w``; N×K, word-major like
+``B``), ``T_k = Σ_w W_wk`` and ``N_dk`` the document's expected topic counts,
+a token ``i`` of word ``w`` in document ``d`` is updated by
+
+    γ_ik ∝ (W_wk − γ_ik + η) / (T_k − γ_ik + Nη) · (N_dk − γ_ik + α_k),
+
+its own responsibility removed from every count. The topics are
+``φ_wk = (W_wk + η)/(T_k + Nη)`` and a document's weights
+``θ_dk = (N_dk + α_k)/(n_d + α₀)``.
+
+Batch form kept here (what a sweep over Parquet row groups can do with
+O(M·K + N·K) state, the form of stochastic CVB0, Foulds et al. 2013):
+
+* ``W`` and ``T`` are the previous sweep's totals, fixed for the sweep; each
+  block returns its expected counts and a tree sum forms the next ``W``;
+* between sweeps each document keeps only ``N_dk``; its responsibilities
+  exist while it is processed: first ``ρ_wk ∝ (W_wk + η)/(T_k + Nη)·(N_dk + α_k)``
+  from the incoming ``N_dk`` (nothing to remove: the old responsibilities
+  are gone), ``N_dk = Σ_w n_dw ρ_wk``, then up to ``max_iter`` updates of every
+  word of the document at once from the same state (the formula above, with
+  ``γ_ik`` the token's current ``ρ``, which is what it adds to the counts
+  once the sweep is summed; identical to the textbook update at a fixed
+  point), until the mean change of ``N_d`` falls below ``tol``.
+
+The tokens of one word in one document share their responsibility, so the
+loop runs over a document's distinct words. A document's result depends only
+on itself and the incoming state, not on its block.
+
+Priors (Minka 2000, "Estimating a Dirichlet distribution"; Wallach, Mimno &
+McCallum 2009 on why an asymmetric ``α`` and a symmetric ``η``): the fixed
+point ``α_k ← α_k Σ_d[ψ(N_dk + α_k) − ψ(α_k)] / Σ_d[ψ(n_d + α₀) − ψ(α₀)]``
+and its symmetric form for ``η`` over the topics' word counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sps
+from scipy.special import psi
+
+from jsmf_dask.kernels._cvb0_loop import cvb0_loop
+
+__all__ = ["CVB0Result", "cvb0_step", "initial_doc_topic", "collapsed_topics", "collapsed_theta",
+           "minka_alpha_step", "learn_alpha", "learn_eta", "ALPHA_BOUNDS", "ETA_BOUNDS"]
+
+#: Learned priors are kept in these ranges (a fixed point can run off to 0 on degenerate counts).
+ALPHA_BOUNDS = (1e-4, 1e2)
+ETA_BOUNDS = (1e-4, 10.0)
+
+
+@dataclass
+class CVB0Result:
+    """What one CVB0 pass over a block returns.
+
+    Attributes
+    ----------
+    doc_topic : ndarray, shape (D, K)
+        The documents' expected topic counts ``N_dk`` after the pass.
+    counts : ndarray, shape (N, K)
+        The block's expected word–topic counts ``Σ_d n_dw ρ_dwk``.
+    prior_sums : ndarray, shape (K + 1,)
+        Minka's statistics at the outgoing ``N_d`` and the incoming ``α``:
+        ``Σ_d ψ(N_dk + α_k) − ψ(α_k)`` per topic, then ``Σ_d ψ(n_d + α₀) − ψ(α₀)``.
+    log_likelihood : float
+        ``Σ_d Σ_w n_dw log Σ_k θ_dk φ_wk`` at the incoming state.
+    iterations : int
+        Inner iterations summed over documents.
+    """
+
+    doc_topic: np.ndarray
+    counts: np.ndarray
+    prior_sums: np.ndarray
+    log_likelihood: float
+    iterations: int
+
+
+def initial_doc_topic(lengths: np.ndarray, k: int) -> np.ndarray:
+    """``N_dk = n_d / K``: each document's tokens split evenly (the start of the first sweep)."""
+    return np.repeat(np.asarray(lengths, dtype=np.float64)[:, None] / k, k, axis=1)
+
+
+def cvb0_step(
+    X: sps.csr_array | sps.csr_matrix,
+    word_topic: np.ndarray,
+    alpha: np.ndarray,
+    eta: float,
+    doc_topic: np.ndarray | None = None,
+    *,
+    max_iter: int = 3,
+    tol: float = 1e-3,
+) -> CVB0Result:
+    """One CVB0 pass over a block of documents (see the module docstring).
+
+    Parameters
+    ----------
+    X : sparse matrix, shape (D, N)
+        Word counts of the block (CSR, non-negative).
+    word_topic : ndarray, shape (N, K)
+        ``W``: the expected word–topic counts entering the sweep (every
+        training document's, this block's included).
+    alpha : ndarray, shape (K,)
+    eta : float
+    doc_topic : ndarray, shape (D, K), optional
+        The documents' ``N_dk`` from the previous sweep (default
+        :func:`initial_doc_topic`). Not modified.
+    max_iter : int, default=3
+        Updates with the own responsibility removed, per document, at most.
+    tol : float, default=1e-3
+        A document stops when the mean absolute change of its ``N_d`` falls below this.
+
+    Returns
+    -------
+    CVB0Result
+    """
+    X = sps.csr_array(X, dtype=np.float64)
+    X.sort_indices()
+    alpha = np.asarray(alpha, dtype=np.float64)
+    word_topic = np.ascontiguousarray(word_topic, dtype=np.float64)
+    n_words, k = word_topic.shape
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    doc_topic = initial_doc_topic(lengths, k) if doc_topic is None else np.array(doc_topic, dtype=np.float64)
+    counts = np.zeros((n_words, k))
+    prior_sums = np.zeros(k + 1)
+    iterations, loglik = cvb0_loop(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, word_topic,
+                                   word_topic.sum(axis=0), alpha, float(eta), doc_topic, int(max_iter), float(tol),
+                                   counts, prior_sums)
+    return CVB0Result(doc_topic, counts, prior_sums, float(loglik), int(iterations))
+
+
+def collapsed_topics(word_topic: np.ndarray, eta: float) -> np.ndarray:
+    """``φ = (W + η)/(T + Nη)``: the topics (N×K, columns sum to 1) of expected counts ``W``."""
+    smoothed = np.asarray(word_topic, dtype=np.float64) + eta
+    return smoothed / smoothed.sum(axis=0, keepdims=True)
+
+
+def collapsed_theta(doc_topic: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """``θ = (N_d + α)/(n_d + α₀)``: documents' topic weights (rows sum to 1)."""
+    smoothed = np.asarray(doc_topic, dtype=np.float64) + alpha[None, :]
+    return smoothed / smoothed.sum(axis=1, keepdims=True)
+
+
+def minka_alpha_step(alpha: np.ndarray, prior_sums: np.ndarray, *,
+                     bounds: tuple[float, float] = ALPHA_BOUNDS) -> np.ndarray:
+    """One fixed-point update of an asymmetric ``α`` from :attr:`CVB0Result.prior_sums` (summed over blocks).
+
+    ``α_k ← α_k S_k / S₀`` with ``S_k = Σ_d ψ(N_dk + α_k) − ψ(α_k)`` and
+    ``S₀ = Σ_d ψ(n_d + α₀) − ψ(α₀)``, clipped to ``bounds``.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    per_topic, total = prior_sums[:-1], prior_sums[-1]
+    if not total > 0:
+        return alpha.copy()
+    return np.clip(alpha * np.maximum(per_topic, 0.0) / total, *bounds)
+
+
+def _alpha_sums(doc_topic: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    lengths = doc_topic.sum(axis=1)
+    per_topic = (psi(doc_topic + alpha[None, :]) - psi(alpha)[None, :]).sum(axis=0)
+    return np.append(per_topic, (psi(lengths + alpha.sum()) - psi(alpha.sum())).sum())
+
+
+def learn_alpha(doc_topic: np.ndarray, alpha: np.ndarray | float, *, max_iter: int = 1000, tol: float = 1e-9,
+                bounds: tuple[float, float] = ALPHA_BOUNDS) -> np.ndarray:
+    """Minka's fixed point for an asymmetric ``α`` iterated to convergence on a matrix of topic counts.
+
+    Parameters
+    ----------
+    doc_topic : ndarray, shape (D, K)
+        Documents' (expected) topic counts.
+    alpha : ndarray, shape (K,), or float
+        The start.
+    """
+    doc_topic = np.asarray(doc_topic, dtype=np.float64)
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (doc_topic.shape[1],)).copy()
+    for _ in range(max_iter):
+        new = minka_alpha_step(alpha, _alpha_sums(doc_topic, alpha), bounds=bounds)
+        if np.max(np.abs(new - alpha) / alpha) < tol:
+            return new
+        alpha = new
+    return alpha
+
+
+def learn_eta(word_topic: np.ndarray, eta: float, *, max_iter: int = 1000, tol: float = 1e-9,
+              bounds: tuple[float, float] = ETA_BOUNDS) -> float:
+    """Minka's fixed point for a symmetric topic–word prior ``η`` from expected counts ``W`` (N×K).
+
+    ``η ← η Σ_k Σ_w [ψ(W_wk + η) − ψ(η)] / (N Σ_k [ψ(T_k + Nη) − ψ(Nη)])``.
+    """
+    W = np.asarray(word_topic, dtype=np.float64)
+    n = W.shape[0]
+    totals = W.sum(axis=0)
+    eta = float(eta)
+    for _ in range(max_iter):
+        num = float((psi(W + eta) - psi(eta)).sum())
+        den = n * float((psi(totals + n * eta) - psi(n * eta)).sum())
+        new = float(np.clip(eta * num / den, *bounds)) if den > 0 else eta
+        if abs(new - eta) / eta < tol:
+            return new
+        eta = new
+    return eta
