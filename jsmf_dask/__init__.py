@@ -6,9 +6,9 @@ The stages of Lee, Bindel & Mimno (NIPS 2015), out of core:
 - :func:`cooccur`: corpus → co-occurrence matrix ``C`` (``<root>/cooc.zarr``);
 - :func:`fit` / :class:`RectifiedAnchorWords`: ``C`` → rectified ``C``, anchors,
   ``B`` and ``A`` (``<root>/model.zarr/<name>``);
-- :func:`refine`: a few sweeps of variational Bayes over the documents from a
-  fitted model (``<root>/model.zarr/<name>-vb``): topics as good as Gibbs
-  sampling's;
+- :func:`refine`: sweeps of CVB0 (or variational Bayes) over the documents
+  from a fitted model (``<root>/model.zarr/<name>-cvb0``), with learned
+  priors: held-out perplexity at or below Gibbs sampling's;
 - :func:`evaluate`, :func:`compare`, :func:`report`: the paper's metrics, K
   sweeps against the Baseline, DC and Gibbs, and the HTML report
   (``<root>/report``);

@@ -3,7 +3,7 @@
 ingest (raw OCR text of 1,740 NIPS papers, tf-idf vocabulary of 5,000 words)
 → cooccur (C into ``<root>/cooc.zarr``, 10% of the papers held out) → fit (AP,
 K = 20, and the unrectified Baseline for comparison, into ``<root>/model.zarr``)
-→ refine (variational Bayes sweeps from the AP model) → evaluate (the paper's
+→ refine (CVB0 sweeps from the AP model) → evaluate (the paper's
 metrics and held-out perplexity) → report (``<root>/report/report.html``).
 Prints the corpus statistics, the metrics, the spectral and refined topics and
 the report's path. Run from the
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab-size", type=int, default=5000)
     parser.add_argument("--topics", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=150, help="AP cycles")
-    parser.add_argument("--sweeps", type=int, default=None, help="refine sweeps (default: the library's, 8)")
+    parser.add_argument("--sweeps", type=int, default=None, help="refine sweeps at most (default: the library's, 50)")
     parser.add_argument("--heldout", type=float, default=0.1, help="fraction of papers held out for perplexity")
     parser.add_argument("--scheduler", help="Dask scheduler address (default: a LocalCluster)")
     args = parser.parse_args(argv)
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         fit_seconds = time.perf_counter() - t1
         print(f"== fit: the Baseline (no rectification), K = {args.topics}")
         fit(args.root, n_topics=args.topics, rectifier="none", overwrite=True)
-        print(f"== refine {model.name}: variational Bayes sweeps over the training papers")
+        print(f"== refine {model.name}: CVB0 sweeps over the training papers")
         t1 = time.perf_counter()
         refined = refine(args.root, model=model.name, sweeps=args.sweeps, overwrite=True,
                          on_sweep=lambda r: print(r.line(), flush=True))

@@ -1,15 +1,17 @@
-"""``refine``: variational Bayes for LDA started from a fitted model → ``<root>/model.zarr/<name>``.
+"""``refine``: CVB0 or variational Bayes for LDA started from a fitted model → ``<root>/model.zarr/<name>``.
 
-The spectral model's ``B`` (and ``A``) start batch variational Bayes (Blei, Ng
-& Jordan 2003; batch form of Hoffman, Blei & Bach 2010) over the corpus in
-``<root>/corpus``: ``λ = η + n_tokens · B · diag(p(k))``, then each sweep is one
-pass over the Parquet row groups (:mod:`jsmf_dask.stages.refine`) and an M-step
-``λ = η + expected counts`` in the driver. The result is stored like any other
-model (``B`` = ``λ`` with normalised columns, ``A`` from the documents'
-expected topic counts, no anchors), so ``evaluate``, ``compare``, ``report``
-and ``infer`` read it unchanged; it also holds ``alpha``, ``lambda``, a
-per-sweep trace and each training document's topic weights under
-``doc_topics/``.
+The spectral model's ``B`` (and ``A``) give the starting expected word–topic
+counts ``W = n_tokens · B · diag(p(k))``; each sweep is one pass over the
+Parquet row groups (:mod:`jsmf_dask.stages.refine`) whose tree sum is the next
+``W``: batch CVB0 (:mod:`jsmf_dask.kernels.collapsed`, the default) or batch
+variational Bayes (:mod:`jsmf_dask.kernels.variational`, ``λ = η + W``).
+Between sweeps the driver updates learned priors (Minka's fixed points) and
+checks the stops (``tol``, the validation documents' perplexity). The result
+is stored like any other model (``B`` = ``W + η`` with normalised columns,
+``A`` from the documents' expected topic counts, no anchors), so
+``evaluate``, ``compare``, ``report`` and ``infer`` read it unchanged; it
+also holds ``alpha``, ``lambda`` (``W + η``), a per-sweep trace and each
+training document's topic weights under ``doc_topics/``.
 """
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ def our_pipeline(docword: Path, run: str, truth: np.ndarray, args) -> dict:
 
     sweeps: list[dict] = []
     staged("refine", args.workers, lambda: refine(
-        run, model=spectral.name, sweeps=args.sweeps, tol=args.tol, alpha=args.alpha, overwrite=True,
+        run, model=spectral.name, method=args.method, sweeps=args.sweeps, tol=args.tol, alpha=args.alpha,
+        overwrite=True,
         on_sweep=lambda r: sweeps.append({"sweep": r.sweep, "seconds": r.seconds, "B_l1": error(r.topics),
                                           "inner_iterations": r.inner_iterations})), rows)
     return {"rows": rows, "spectral_B_l1": error(spectral.B), "sweeps": sweeps}
@@ -127,9 +128,11 @@ def nips(topics: list[int], out: Path, workers: int, gibbs_iterations: int) -> i
         for k in topics:
             for name, action in ((f"k{k}-none", lambda: fit(root, n_topics=k, rectifier="none", overwrite=True)),
                                  (f"k{k}-ap", lambda: fit(root, n_topics=k, overwrite=True)),
-                                 (f"k{k}-ap-vb", lambda: refine(root, model=f"k{k}-ap", overwrite=True)),
+                                 (f"k{k}-ap-vb", lambda: refine(root, model=f"k{k}-ap", method="vb", sweeps=8,
+                                                                alpha=0.1, eta=0.01, overwrite=True)),
+                                 (f"k{k}-ap-cvb0", lambda: refine(root, model=f"k{k}-ap", overwrite=True)),
                                  (f"k{k}-enn", lambda: fit(root, n_topics=k, rectifier="enn", overwrite=True)),
-                                 (f"k{k}-enn-vb", lambda: refine(root, model=f"k{k}-enn", overwrite=True)),
+                                 (f"k{k}-enn-cvb0", lambda: refine(root, model=f"k{k}-enn", overwrite=True)),
                                  (f"k{k}-gibbs", lambda: fit_gibbs(root, n_topics=k, iterations=gibbs_iterations,
                                                                    overwrite=True))):
                 t0 = time.perf_counter()
@@ -161,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit-tol", type=float, default=None,
                    help="the rectifier's relative-change stop (fit --tol; default: the library's)")
     p.add_argument("--alpha", default=None, help="refine's alpha (default: the library's)")
+    p.add_argument("--method", default=None, choices=("cvb0", "vb"), help="refine's method (default: the library's)")
+    p.add_argument("--topics-from", default="separable", choices=("separable", "dirichlet"),
+                   help="the synthetic truth: planted anchors (separable) or plain LDA topics (dirichlet)")
     p.add_argument("--runs", type=int, default=3, help="repeats of our pipeline (medians reported)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--gibbs-iterations", type=int, default=1000)
@@ -181,11 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     from jsmf_dask import synth
     from jsmf_dask.pipeline.synth import read_truth
 
-    base = Path(args.out) / f"refine-M{args.docs}-N{args.words}-K{args.topics}"
+    base = Path(args.out) / f"refine-M{args.docs}-N{args.words}-K{args.topics}-{args.topics_from}"
     truth_root = base / "truth"
     if not (truth_root / "truth.zarr").exists():
         synth(truth_root, n_docs=args.docs, n_words=args.words, n_topics=args.topics, doc_length=args.length,
-              seed=1, alpha=0.1, overwrite=True)
+              seed=1, alpha=0.1, topics_from=args.topics_from, overwrite=True)
     docword = base / "docword.synth.txt"
     if not docword.exists():
         write_docword(truth_root, docword)
