@@ -64,7 +64,11 @@ class RectifiedAnchorWords:
         The spectral model's topics (equal to ``components_`` without refinement).
     refine_history_ : dict of str to ndarray
         The refinement's per-sweep trace (``bound_per_word``,
-        ``relative_change``, ``inner_iterations``, ``seconds``); empty without.
+        ``relative_change``, ``inner_iterations``, ``seconds``,
+        ``validation_perplexity``, ``alpha_sum``, ``eta``); empty without.
+    doc_topic_prior_ : ndarray, shape (n_topics,) or None
+        The refined model's (learned) document–topic prior ``α``, which
+        :meth:`transform` folds documents in with; None without refinement.
     topic_topic_least_squares_ : ndarray, shape (n_topics, n_topics)
         The Baseline's least-squares ``A`` (may have negative entries).
     anchors_ : ndarray of int, shape (n_topics,)
@@ -166,6 +170,7 @@ class RectifiedAnchorWords:
         """
         from jsmf_dask import config
         from jsmf_dask.pipeline.fit import fit as fit_stage
+        from jsmf_dask.io.model_store import open_model
         from jsmf_dask.pipeline.refine import default_refined_name, refine
 
         self._validate_params()
@@ -183,6 +188,7 @@ class RectifiedAnchorWords:
                              name=default_refined_name(result.name, config.get("refine.method")), overwrite=overwrite)
             self.components_ = np.ascontiguousarray(refined.B.T)
             self.topic_topic_ = refined.A
+            self.doc_topic_prior_ = open_model(root, refined.name).arrays["alpha"]
             self.refine_history_ = dict(refined.trace)
         self.vocabulary_ = result.words
         return self
@@ -236,6 +242,7 @@ class RectifiedAnchorWords:
         self.components_ = np.ascontiguousarray(B.T)
         self.spectral_components_ = self.components_
         self.refine_history_ = {}
+        self.doc_topic_prior_ = None
         self.topic_topic_ = A
         self.topic_topic_least_squares_ = A_ls
         self.anchors_ = np.asarray(anchors)
@@ -250,11 +257,13 @@ class RectifiedAnchorWords:
             )
 
     def transform(self, X) -> np.ndarray:
-        """Topic compositions of documents: each row's word distribution fitted by the topics.
+        """Topic compositions of documents under the fitted topics.
 
-        For document d with word distribution ``w_d`` (its counts over its
-        length), ``θ_d = argmin ‖w_d − Bθ‖²`` over the simplex, by
-        exponentiated gradient (:func:`jsmf_dask.kernels.infer.document_topics`).
+        A refined estimator (``doc_topic_prior_`` set) folds each document in
+        by LDA's variational inference under its topics and learned prior; a
+        spectral one fits each document's word distribution ``w_d`` (its counts
+        over its length) by ``θ_d = argmin ‖w_d − Bθ‖²`` over the simplex
+        (:func:`jsmf_dask.kernels.infer.document_topics`).
 
         Parameters
         ----------
@@ -281,7 +290,7 @@ class RectifiedAnchorWords:
         data = X.data if sps.issparse(X) else X
         if not np.isfinite(data).all() or (data.size and data.min() < 0):
             raise InvalidParameterError("X must hold finite, non-negative word counts")
-        return document_topics(self.components_.T, X)
+        return document_topics(self.components_.T, X, self.doc_topic_prior_)
 
     def top_words(self, n: int = 20) -> list[list[str]] | list[list[int]]:
         """Each topic's ``n`` most probable words (strings when the vocabulary is known)."""

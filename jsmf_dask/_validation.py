@@ -8,7 +8,8 @@ from typing import Any
 
 from jsmf_dask.exceptions import InvalidParameterError
 
-__all__ = ["check_int", "check_option", "check_heldout", "check_name", "name_problem", "NAME_RULE"]
+__all__ = ["check_int", "check_option", "check_heldout", "check_name", "check_validation", "name_problem",
+           "NAME_RULE"]
 
 #: What a user-given name (a model, an output) may be: one path component that is safe on every file system
 #: and object store, whatever code later joins it to a path.
@@ -80,6 +81,21 @@ def check_name(value: Any, name: str, owner: str, *, allow_none: bool = False) -
     if problem is not None:
         raise InvalidParameterError(f"The {name!r} parameter of {owner} is not a valid name: {problem}. "
                                     f"Got {value!r} instead.")
+
+
+def check_validation(value: Any, heldout: float, owner: str) -> float:
+    """The validation fraction as a float: 0 for None, else in (0, 0.5] and leaving training documents
+    beside the held-out fraction ``heldout``."""
+    if value is None or value == 0:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 0.5:
+        raise InvalidParameterError(
+            f"The 'validation' parameter of {owner} must be a float in [0, 0.5] or None. Got {value!r} instead."
+        )
+    if heldout + value >= 1:
+        raise InvalidParameterError(f"The 'validation' parameter of {owner} ({value}) and the held-out fraction "
+                                    f"({heldout}) leave no training documents.")
+    return float(value)
 
 
 def check_heldout(value: Any, owner: str) -> float:

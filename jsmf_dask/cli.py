@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
                    help="leave out of C the documents whose doc_id hashes below FRACTION, for held-out "
                    "perplexity in `jsmf evaluate` (e.g. 0.1)")
+    p.add_argument("--validation", type=_fraction, metavar="FRACTION",
+                   help="also leave out of C the documents whose doc_id hashes at or above 1 - FRACTION (never "
+                   "held-out ones): `jsmf refine` scores them each sweep and stops when they stop improving (e.g. 0.05)")
     p.add_argument("--rank", type=_positive_int, metavar="R",
                    help="write the compressed store instead: the top R eigenpairs of C computed by passes over "
                    "the corpus, no N x N array (for large vocabularies; fit it with --rectifier enn and any "
@@ -265,8 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eta", type=_prior, metavar="auto|FLOAT",
                    help="topic-word prior: a symmetric value, or auto (learned by Minka's fixed point) (default: 0.05)")
     p.add_argument("--validation", type=_validation_fraction, metavar="FRACTION",
-                   help="documents (by doc_id hash, never the held-out ones) scored each sweep by document "
-                   "completion; refine stops when their perplexity stops improving; 0: off (default: 0; see the README)")
+                   help="stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) "
+                   "has not improved for 3 sweeps; 0: off (default: the fraction `cooccur --validation` left out of "
+                   "C, none without it)")
     p.add_argument("--inner-iterations", type=_positive_int, metavar="I",
                    help="updates per document and sweep at most (default: 3)")
     p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
@@ -320,8 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub, "infer",
         help="each document's topic composition -> ROOT/doc_topics.parquet",
-        description="Fit each document's word distribution by the model's topics (simplex-constrained "
-        "least squares, exponentiated gradient), one Dask task per row group.",
+        description="Each document's topic weights under the model, one Dask task per row group: a refined "
+        "(or Gibbs) model folds the document in by LDA's variational inference with its own document prior; a "
+        "spectral model fits the document's word distribution by its topics (simplex-constrained least squares).",
     )
     _add_root(p)
     p.add_argument("--model", help="model name (required when ROOT holds several)")
@@ -394,7 +399,7 @@ def _run_cooccur(args: argparse.Namespace) -> list[str]:
 
     return cooccur(
         args.root, tile_size=args.tile_size, codoc=not args.no_codoc, overwrite=args.overwrite, update=args.update,
-        heldout=args.heldout, rank=args.rank, eig_tol=args.eig_tol, on_pass=on_pass,
+        heldout=args.heldout, validation=args.validation, rank=args.rank, eig_tol=args.eig_tol, on_pass=on_pass,
     ).lines()
 
 

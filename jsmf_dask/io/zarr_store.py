@@ -30,6 +30,7 @@ __all__ = [
     "CooccurrenceStore",
     "open_cooccurrence",
     "stored_heldout_fraction",
+    "stored_validation_fraction",
     "StoredRows",
 ]
 
@@ -201,13 +202,22 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
     return CooccurrenceStore(url, attrs, group)
 
 
-def stored_heldout_fraction(root: str) -> float:
-    """The held-out fraction ``<root>/cooc.zarr`` was built with (0 when it has none or does not exist)."""
+def _stored_fraction(root: str, key: str) -> float:
     url = cooc_path(root)
     fs, path = get_fs(url)
     if not fs.exists(path):
         return 0.0
-    return float(zarr.open_group(zarr_store(url, read_only=True), mode="r").attrs.get("heldout_fraction", 0.0))
+    return float(zarr.open_group(zarr_store(url, read_only=True), mode="r").attrs.get(key, 0.0))
+
+
+def stored_heldout_fraction(root: str) -> float:
+    """The held-out fraction ``<root>/cooc.zarr`` was built with (0 when it has none or does not exist)."""
+    return _stored_fraction(root, "heldout_fraction")
+
+
+def stored_validation_fraction(root: str) -> float:
+    """The validation fraction ``<root>/cooc.zarr`` left out (0 when it has none or does not exist)."""
+    return _stored_fraction(root, "validation_fraction")
 
 
 @dataclass(frozen=True, eq=False)

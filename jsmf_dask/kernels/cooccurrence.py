@@ -71,6 +71,8 @@ class BlockTotals:
     squares : ndarray of float64, shape (N,)
         ``Σ_m H̃_mi²``, the diagonal of ``H̃ᵀH̃`` (so that ``C`` times a vector is
         ``H̃ᵀ(H̃x) + (diagonal − squares)·x`` without forming ``C``).
+    n_validation : int
+        Validation documents left out (counted by the caller that filtered them).
     """
 
     diagonal: np.ndarray
@@ -80,6 +82,7 @@ class BlockTotals:
     n_short: int
     n_tokens: int
     squares: np.ndarray
+    n_validation: int = 0
 
     def __add__(self, other: BlockTotals) -> BlockTotals:
         return BlockTotals(
@@ -90,6 +93,7 @@ class BlockTotals:
             self.n_short + other.n_short,
             self.n_tokens + other.n_tokens,
             self.squares + other.squares,
+            self.n_validation + other.n_validation,
         )
 
 

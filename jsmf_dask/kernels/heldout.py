@@ -16,13 +16,14 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sps
 
 from jsmf_dask.kernels.variational import e_step
 
-__all__ = ["doc_hashes", "heldout_mask", "validation_mask", "split_tokens", "completion_log_likelihood", "PROBABILITY_FLOOR"]
+__all__ = ["DocumentSplit", "doc_hashes", "heldout_mask", "validation_mask", "split_tokens", "completion_log_likelihood", "PROBABILITY_FLOOR"]
 
 _PERSON = b"jsmf-heldout"
 PROBABILITY_FLOOR = 1e-12  # a scored word no topic can produce (it never occurred in training) scores this
@@ -56,6 +57,23 @@ def validation_mask(doc_ids, fraction: float) -> np.ndarray:
     if fraction <= 0:
         return np.zeros(len(doc_ids), dtype=bool)
     return (doc_hashes(doc_ids) >> np.uint64(11)).astype(np.float64) * 2.0**-53 >= 1.0 - fraction
+
+
+@dataclass(frozen=True)
+class DocumentSplit:
+    """Which documents a stage leaves out of training: held-out (evaluation) and validation fractions."""
+
+    heldout: float = 0.0
+    validation: float = 0.0
+
+    def masks(self, doc_ids) -> tuple[np.ndarray, np.ndarray]:
+        """``(held_out, validation)`` boolean masks of ``doc_ids`` (disjoint)."""
+        return heldout_mask(doc_ids, self.heldout), validation_mask(doc_ids, self.validation)
+
+    def training(self, doc_ids) -> np.ndarray:
+        """True for the documents that are neither held out nor validation."""
+        held, valid = self.masks(doc_ids)
+        return ~(held | valid)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:

@@ -1,10 +1,15 @@
-"""Document–topic compositions: each document's word distribution fitted by the topics.
+"""Document–topic compositions of documents under fixed topics ``B``.
 
-For a document with word distribution ``w_d`` (its counts over its length) the
-composition ``θ_d`` solves ``min ‖w_d − B θ‖²`` over the simplex, a K-dimensional
-problem through ``G = BᵀB`` and ``b_d = Bᵀ w_d``; solved by exponentiated
-gradient (:func:`jsmf_dask.kernels.recover.exponentiated_gradient`) for many
-documents at once.
+Two estimators, chosen by the model (:func:`document_topics`):
+
+* a spectral model (no document prior): ``θ_d`` solves ``min ‖w_d − B θ‖²``
+  over the simplex (``w_d`` the document's counts over its length), a
+  K-dimensional problem through ``G = BᵀB`` and ``b_d = Bᵀ w_d``, by
+  exponentiated gradient (:func:`jsmf_dask.kernels.recover.exponentiated_gradient`);
+* a model with a document prior ``α`` (refined, Gibbs): the variational
+  fold-in of LDA under ``B`` and ``α`` (:func:`jsmf_dask.kernels.variational.e_step`
+  with ``B`` as the topic–word matrix, iterated to convergence), ``θ_d = γ_d/Σγ_d``:
+  the model's own inference, the one ``evaluate``'s perplexity uses.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ import numpy as np
 import scipy.sparse as sps
 
 from jsmf_dask.kernels.recover import exponentiated_gradient
+from jsmf_dask.kernels.variational import e_step
 
 __all__ = ["document_topics"]
 
 
 def document_topics(
-    B: np.ndarray, counts: np.ndarray | sps.sparray | sps.spmatrix, *, max_iter: int = 2000, rel_gap: float = 1e-10
+    B: np.ndarray, counts: np.ndarray | sps.sparray | sps.spmatrix, alpha: np.ndarray | None = None, *,
+    max_iter: int = 2000, rel_gap: float = 1e-10,
 ) -> np.ndarray:
     """Topic compositions of documents.
 
@@ -28,9 +35,13 @@ def document_topics(
         Topics (columns sum to 1).
     counts : array or sparse matrix, shape (M, N)
         Word counts per document.
+    alpha : ndarray, shape (K,), optional
+        The model's document prior: given, the LDA fold-in under ``B`` and
+        ``alpha``; None, simplex-constrained least squares.
     max_iter : int, default=2000
+        Least squares: exponentiated-gradient iterations at most.
     rel_gap : float, default=1e-10
-        Stopping test of each document's duality gap, relative to ``‖w_d‖²``.
+        Least squares: stopping test of each document's duality gap, relative to ``‖w_d‖²``.
 
     Returns
     -------
@@ -39,6 +50,9 @@ def document_topics(
     """
     X = sps.csr_array(counts, dtype=np.float64)
     length = np.asarray(X.sum(axis=1)).ravel()
+    if alpha is not None:
+        gamma = e_step(X, B, np.asarray(alpha, dtype=np.float64), max_iter=1000, tol=1e-8).gamma
+        return gamma / gamma.sum(axis=1, keepdims=True)
     inv = np.where(length > 0, 1.0 / np.where(length > 0, length, 1.0), 0.0)
     Wd = sps.diags_array(inv) @ X
     b = np.asarray(Wd @ B)

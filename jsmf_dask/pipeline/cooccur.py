@@ -21,7 +21,7 @@ import numpy as np
 import zarr
 
 from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_heldout, check_int
+from jsmf_dask._validation import check_heldout, check_int, check_validation
 from jsmf_dask.exceptions import ConvergenceWarning, CorpusSchemaError, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output
 from jsmf_dask.io.parquet import (
@@ -35,6 +35,7 @@ from jsmf_dask.io.parquet import (
 )
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, create_cooccurrence, open_cooccurrence, write_compressed, zarr_store
+from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.kernels.rectify import top_eigenpairs
 from jsmf_dask.stages.compressed import block_totals, product_task, scaled_blocks
 from jsmf_dask.stages.cooccurrence import (
@@ -77,6 +78,8 @@ class CooccurrenceSummary:
     eig_residual: float | None = None
     n_passes: int | None = None
     reason: str | None = None  # why the compressed store was written when no rank was asked for
+    n_docs_validation: int = 0
+    validation_fraction: float = 0.0
 
     def lines(self) -> list[str]:
         skipped = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in self.n_docs_skipped.items()) or "none"
@@ -88,6 +91,8 @@ class CooccurrenceSummary:
             f"documents skipped: {skipped}",
             *([f"documents held out: {self.n_docs_heldout} (doc_id hash below {self.heldout_fraction})"]
               if self.heldout_fraction else []),
+            *([f"documents kept for validation: {self.n_docs_validation} (doc_id hash at or above "
+               f"{1 - self.validation_fraction:g}; `refine` stops by them)"] if self.validation_fraction else []),
             *([self.reason] if self.reason else []),
             f"written to {self.path}",
         ]
@@ -102,6 +107,7 @@ def cooccur(
     overwrite: bool = False,
     update: bool = False,
     heldout: float | None = None,
+    validation: float | None = None,
     rank: int | None = None,
     eig_tol: float = 1e-6,
     on_pass: Callable[[int, float], None] | None = None,
@@ -134,6 +140,13 @@ def cooccur(
         use the same documents. The split depends on each doc_id alone:
         appending documents never moves one across it. An update keeps the
         store's fraction.
+    validation : float, optional
+        Also leave out the documents whose doc_id hashes at or above
+        ``1 − validation`` (in (0, 0.5]; never held-out ones): ``refine``
+        scores them each sweep to decide when to stop, and they must be
+        unseen by the spectral model it starts from too. Recorded as
+        ``validation_fraction``; the Gibbs reference leaves them out as well.
+        An update keeps the store's fraction.
     rank : int, optional
         Write the **compressed** store instead of the dense one: the top-``rank``
         eigenpairs of ``C`` (and ``D1``), computed without any N×N array by a
@@ -189,6 +202,7 @@ def cooccur(
     words = vocab.column("word").to_pylist()
     n_words = len(words)
     heldout = check_heldout(heldout, owner)
+    validation = check_validation(validation, heldout, owner)
     blocks = list_blocks(corpus)
     base = old = None
     if update:
@@ -205,6 +219,12 @@ def cooccur(
             raise InvalidParameterError(f"{old.url} holds out a fraction {stored} of the documents; an update keeps "
                                         f"it (got heldout={heldout}); rebuild with --overwrite to change it")
         heldout = stored
+        stored = float(old.attrs.get("validation_fraction", 0.0))
+        if validation and validation != stored:
+            raise InvalidParameterError(f"{old.url} keeps a fraction {stored} of the documents for validation; an "
+                                        f"update keeps it (got validation={validation}); rebuild with --overwrite "
+                                        "to change it")
+        validation = stored
         blocks = _uncounted_blocks(old, blocks, words, corpus)
         tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
         base = (old.url, float(old.attrs["entry_sum"]))
@@ -221,7 +241,8 @@ def cooccur(
         if rank >= n_words:
             raise InvalidParameterError(f"The 'rank' parameter of {owner} must be below the {n_words} words of the "
                                         f"vocabulary. Got {rank} instead.")
-        summary = _compressed(root, blocks, words, heldout, rank, eig_tol, tile_size, overwrite, on_pass)
+        summary = _compressed(root, blocks, words, DocumentSplit(heldout, validation), rank, eig_tol, tile_size,
+                              overwrite, on_pass)
         summary.reason = reason
         return summary
     edges = word_block_edges(n_words, tile_size)
@@ -230,7 +251,7 @@ def cooccur(
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
         fs.makedirs(scratch_path, exist_ok=True)
-        partials = block_partials(blocks, n_words, edges, scratch, heldout)
+        partials = block_partials(blocks, n_words, edges, scratch, DocumentSplit(heldout, validation))
         shards = sorted({b.path for b in blocks})
         manifest = [dask.delayed(file_manifest, pure=True)(u) for u in shards]
         summary, hashes, manifest = _progress.compute(corpus_summary(partials), block_hashes(partials), manifest)
@@ -253,7 +274,8 @@ def cooccur(
         group["D1"][:] = summary.doc_freq + (old.D1[:] if old is not None else 0)
         group.create_array("doc_hashes", data=np.sort(doc_hashes))
         skipped = summary.n_short + (int(old.attrs["n_docs_skipped"]["fewer_than_2_tokens"]) if old else 0)
-        held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short
+        valid = summary.n_validation + (int(old.attrs.get("n_docs_validation", 0)) if old is not None else 0)
+        held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short - summary.n_validation
         held += int(old.attrs.get("n_docs_heldout", 0)) if old is not None else 0
         result = CooccurrenceSummary(
             n_words=n_words,
@@ -266,6 +288,8 @@ def cooccur(
             n_blocks=len(blocks),
             n_tiles=len(tiles),
             path=cooc_path(root),
+            n_docs_validation=valid,
+            validation_fraction=validation,
         )
         now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         updates = list(old.attrs.get("updates", [])) if old is not None else []
@@ -280,6 +304,8 @@ def cooccur(
                 "n_docs_skipped": result.n_docs_skipped,
                 "heldout_fraction": heldout,
                 "n_docs_heldout": held,
+                "validation_fraction": validation,
+                "n_docs_validation": valid,
                 "n_tokens": result.n_tokens,
                 "entry_sum": result.entry_sum,
                 "vocab_hash": vocabulary_hash(words),
@@ -303,7 +329,7 @@ PRODUCT_TASKS = 8
 COMPRESSED_CHECK_EVERY = 3
 
 
-def _compressed(root: str, blocks, words: list[str], heldout: float, rank: int, eig_tol: float, tile_size: int,
+def _compressed(root: str, blocks, words: list[str], split: DocumentSplit, rank: int, eig_tol: float, tile_size: int,
                 overwrite: bool, on_pass) -> CooccurrenceSummary:
     """The compressed store: persist the scaled counts, then a block eigensolver whose products are corpus passes."""
     n_words = len(words)
@@ -311,7 +337,7 @@ def _compressed(root: str, blocks, words: list[str], heldout: float, rank: int, 
     shards = sorted({b.path for b in blocks})
     with staged_output(cooc_path(root), root=root, overwrite=overwrite) as tmp:
         client = _progress.active_client()
-        scaled = scaled_blocks(blocks, n_words, heldout)
+        scaled = scaled_blocks(blocks, n_words, split)
         scaled = client.persist(scaled) if client is not None else list(
             dask.persist(*scaled, scheduler=dask.config.get("scheduler", None) or "threads"))
         manifest = [dask.delayed(file_manifest, pure=True)(u) for u in shards]
@@ -344,18 +370,20 @@ def _compressed(root: str, blocks, words: list[str], heldout: float, rank: int, 
         group["D1"][:] = summary.doc_freq
         group.create_array("row_sums", data=row_sums)
         group.create_array("doc_hashes", data=np.sort(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)))
-        held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short
+        held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short - summary.n_validation
         result = CooccurrenceSummary(
             n_words=n_words, n_docs=summary.n_docs, n_docs_skipped={"fewer_than_2_tokens": summary.n_short},
-            n_docs_heldout=held, heldout_fraction=heldout, n_tokens=summary.n_tokens, entry_sum=summary.entry_sum,
-            n_blocks=len(blocks), n_tiles=0, path=cooc_path(root), rank=rank, eig_residual=eig.residual,
-            n_passes=passes,
+            n_docs_heldout=held, heldout_fraction=split.heldout, n_tokens=summary.n_tokens,
+            entry_sum=summary.entry_sum, n_blocks=len(blocks), n_tiles=0, path=cooc_path(root), rank=rank,
+            eig_residual=eig.residual, n_passes=passes, n_docs_validation=summary.n_validation,
+            validation_fraction=split.validation,
         )
         group.attrs.update({
             "schema_version": SCHEMA_VERSION, "form": "compressed", "rank": rank, "eig_residual": eig.residual,
             "eig_tol": eig_tol, "n_passes": passes, "n_words": n_words, "tile_size": tile_size,
-            "n_docs": result.n_docs, "n_docs_skipped": result.n_docs_skipped, "heldout_fraction": heldout,
-            "n_docs_heldout": held, "n_tokens": result.n_tokens, "entry_sum": result.entry_sum,
+            "n_docs": result.n_docs, "n_docs_skipped": result.n_docs_skipped, "heldout_fraction": split.heldout,
+            "n_docs_heldout": held, "validation_fraction": split.validation,
+            "n_docs_validation": summary.n_validation, "n_tokens": result.n_tokens, "entry_sum": result.entry_sum,
             "vocab_hash": vocabulary_hash(words), "corpus_manifest": list(manifest), "updates": [], "codoc": False,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "versions": library_versions(),
         })

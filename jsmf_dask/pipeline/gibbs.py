@@ -25,8 +25,8 @@ from jsmf_dask.io.fs import staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
-from jsmf_dask.kernels.heldout import heldout_mask
+from jsmf_dask.io.zarr_store import stored_heldout_fraction, stored_validation_fraction, zarr_store
+from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.pipeline.fit import FitResult, write_topics
 
@@ -90,6 +90,7 @@ def fit_gibbs(
     tp = require_tomotopy()
     root = os.fspath(root)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "fit_gibbs")
+    split = DocumentSplit(heldout, stored_validation_fraction(root))  # the spectral models' training documents
     name = name or f"k{n_topics}-gibbs"
     corpus = corpus_dir(root)
     words = read_vocabulary(corpus).column("word").to_pylist()
@@ -97,8 +98,7 @@ def fit_gibbs(
     model = tp.LDAModel(k=n_topics, alpha=alpha, eta=eta, seed=seed)
     for block in list_blocks(corpus):
         table = read_block(block, n)
-        if heldout > 0:
-            table = table.filter(pa.array(~heldout_mask(table.column("doc_id"), heldout)))
+        table = table.filter(pa.array(split.training(table.column("doc_id"))))
         for ids, counts in zip(table.column("word_ids").to_pylist(), table.column("counts").to_pylist(),
                                strict=True):
             tokens = [str(i) for i, c in zip(ids, counts, strict=True) for _ in range(c)]
@@ -131,6 +131,7 @@ def fit_gibbs(
         "n_words": n,
         "vocab_hash": vocabulary_hash(words),
         "heldout_fraction": heldout,
+        "validation_fraction": split.validation,
         "log_likelihood_per_word": float(model.ll_per_word),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "versions": library_versions() | {"tomotopy": tp.__version__},

@@ -29,13 +29,13 @@ import numpy as np
 import zarr
 
 from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_heldout, check_int, check_name, check_option
+from jsmf_dask._validation import check_heldout, check_int, check_name, check_option, check_validation
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output, write_file
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_array
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
+from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_validation_fraction, zarr_store
 from jsmf_dask.kernels.metrics import topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step
 from jsmf_dask.kernels.variational import dirichlet_expectation, moment_alpha, topic_bound, topics_from_model
@@ -103,7 +103,7 @@ def change_line(k: int, gained: list[int], lost: list[int], words: list[str]) ->
     return f"{k:3d} +[{' '.join(words[i] for i in gained)}] -[{' '.join(words[i] for i in lost)}]"
 
 
-def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, validation, heldout) -> None:
+def _check_params(method, sweeps, tol, alpha, eta, inner_iterations) -> None:
     owner = "refine"
     check_option(method, "method", owner, METHODS)
     check_int(sweeps, "sweeps", owner, low=1)
@@ -115,12 +115,6 @@ def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, validation,
                                     and math.isfinite(value))):
             raise InvalidParameterError(f"The {key!r} parameter of {owner} must be 'auto' or a float > 0. "
                                         f"Got {value!r} instead.")
-    if isinstance(validation, bool) or not isinstance(validation, (int, float)) or not 0 <= validation <= 0.5:
-        raise InvalidParameterError(f"The 'validation' parameter of {owner} must be a float in [0, 0.5]. "
-                                    f"Got {validation!r} instead.")
-    if validation and heldout + validation >= 1:
-        raise InvalidParameterError(f"The 'validation' parameter of {owner} ({validation}) and the held-out "
-                                    f"fraction ({heldout}) leave no training documents.")
 
 
 def refine(
@@ -172,11 +166,14 @@ def refine(
         the fraction ``cooc.zarr`` was built with, so every model of the root
         is trained on the same documents).
     validation : float, optional
-        Fraction of the documents (those whose id hashes at or above
-        ``1 − validation``, never held-out ones) left out of the sweeps and
-        scored by document completion in each sweep; refine stops when their
-        perplexity stops improving, and warns when it ends above the start's.
-        0 turns this off (default ``jsmf.refine.validation``).
+        Stop by the validation documents (those whose id hashes at or above
+        ``1 − validation``, never held-out ones): they are left out of the
+        sweeps and scored by document completion in each sweep, and refine
+        stops when their perplexity has not improved for :data:`PATIENCE`
+        sweeps. Default: the fraction ``cooc.zarr`` left out
+        (``jsmf cooccur --validation``), none when it left out none; another
+        non-zero value is an error (the spectral model saw those documents,
+        so their score would flatter it); 0 turns it off.
     inner_iterations : int, optional
         Updates per document and sweep at most (the documents' state is kept
         between sweeps, so a few suffice; default ``jsmf.refine.inner-iterations``).
@@ -196,12 +193,18 @@ def refine(
     tol = config.get("refine.tol", tol)
     alpha = config.get("refine.alpha", alpha)
     eta = config.get("refine.eta", eta)
-    validation = config.get("refine.validation", validation)
     inner_iterations = config.get("refine.inner-iterations", inner_iterations)
     check_name(model, "model", "refine")
     check_name(name, "name", "refine", allow_none=True)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "refine")
-    _check_params(method, sweeps, tol, alpha, eta, inner_iterations, validation, heldout)
+    stored_validation = stored_validation_fraction(root)
+    validation = stored_validation if validation is None else check_validation(validation, heldout, "refine")
+    if validation and validation != stored_validation:
+        raise InvalidParameterError(
+            f"The 'validation' parameter of refine ({validation}) asks to stop by documents that {cooc_path(root)} "
+            f"counted (it leaves out {stored_validation or 'none'}): the model refine starts from saw them, so their "
+            f"score would flatter it; rebuild C with `jsmf cooccur --validation {validation}` (or pass validation=0)")
+    _check_params(method, sweeps, tol, alpha, eta, inner_iterations)
     name = name or default_refined_name(model, method)
     source = open_model(root, model)
     refuse_existing(model_path(root, name), overwrite=overwrite)
@@ -275,7 +278,10 @@ def refine(
         validation_curve = [r.validation_perplexity for r in records] + [_perplexity(final)]
         heldout_scores = [math.exp(-ll / final.heldout_tokens) if final.heldout_tokens else math.nan
                           for ll in (final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0))]
-        warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method)
+        if final.heldout_tokens:
+            warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method, "held-out")
+        else:  # no held-out split: the validation documents (unseen by the start too) tell the same
+            warning = _worse_than_start(validation_curve[0], validation_curve[-1], model, method, "validation")
         # the bound entering sweep s+1 is the bound after sweep s; the last comes from the final pass
         after = [r.bound_per_word for r in records[1:]] + [final_bound]
         trace = {
@@ -363,22 +369,17 @@ def _learned_priors(params: SweepParams, total, counts: np.ndarray, alpha, eta) 
 def _stopped_improving(curve: list[float]) -> bool:
     """True when the last :data:`PATIENCE` validation scores improved on the best before them by less than
     :data:`IMPROVEMENT` (relative)."""
-    curve = curve[1:]  # the start's score flatters it (its C counted these documents): refined states only
     if len(curve) <= PATIENCE or math.isnan(curve[0]):
         return False
     best_before = min(curve[:-PATIENCE])
     return min(curve[-PATIENCE:]) > best_before * (1.0 - IMPROVEMENT)
 
 
-def _worse_than_start(start: float, final: float, model: str, method: str) -> str | None:
-    """The warning to give when the refined topics' held-out perplexity ends above the source model's.
-
-    Held-out, not validation: the spectral model's C counted the validation
-    documents, so their score flatters the start; no choice of the fit
-    depends on this comparison, so the held-out documents stay unseen by it.
-    """
+def _worse_than_start(start: float, final: float, model: str, method: str, which: str) -> str | None:
+    """The warning to give when the refined topics' held-out (else validation) perplexity ends above the
+    source model's. No choice of the fit depends on the held-out comparison, so those documents stay unseen."""
     if math.isnan(start) or math.isnan(final) or final <= start:
         return None
-    return (f"refine ({method}) ended with held-out perplexity {final:.1f}, above {start:.1f} of the topics of "
+    return (f"refine ({method}) ended with {which} perplexity {final:.1f}, above {start:.1f} of the topics of "
             f"{model!r} it started from: the refined model is worse on unseen documents; try alpha='auto', "
             f"fewer sweeps (--sweeps), another --method, or keep {model!r}")

@@ -64,7 +64,7 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "labels": (_STR, False),
     },
     "cooccur": {"tile_size": (_INT, False), "codoc": (_BOOL, False), "batch_nnz": (_INT, False),
-                "update": (_BOOL, False), "heldout": _FRACTION, "rank": (_INT, False), "eig_tol": (_FLOAT, False)},
+                "update": (_BOOL, False), "heldout": _FRACTION, "validation": _FRACTION, "rank": (_INT, False), "eig_tol": (_FLOAT, False)},
     "fit": {
         "topics": (_INT, True), "rectifier": (_STR, False), "iterations": (_INT, False), "tol": (_FLOAT, False),
         "end_with": (_STR, False), "solver": (_STR, False), "min_anchor_df": (_INT, False), "seed": (_INT, False),

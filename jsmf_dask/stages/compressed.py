@@ -14,6 +14,8 @@ Memory per product task: its blocks' non-zeros, ``V`` and its N×p partial.
 
 from __future__ import annotations
 
+import dataclasses
+
 import dask
 import numpy as np
 import pyarrow as pa
@@ -21,27 +23,28 @@ from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
 from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, gram_product
-from jsmf_dask.kernels.heldout import heldout_mask
+from jsmf_dask.kernels.heldout import DocumentSplit
 
 __all__ = ["scaled_blocks", "block_totals", "product_task"]
 
 
-def _scaled_block(block: Block, n_words: int, heldout: float):
+def _scaled_block(block: Block, n_words: int, split: DocumentSplit):
     table = read_block(block, n_words)
     hashes = doc_id_hashes(table.column("doc_id"))
-    if heldout > 0:
-        table = table.filter(pa.array(~heldout_mask(table.column("doc_id"), heldout)))
+    held, valid = split.masks(table.column("doc_id"))
+    table = table.filter(pa.array(~(held | valid)))
     ids = table.column("word_ids").combine_chunks()
     cnt = table.column("counts").combine_chunks()
     H = count_matrix(ids.offsets.to_numpy(), ids.flatten().to_numpy(), cnt.flatten().to_numpy(), n_words)
     (Ht,), totals = block_contribution(H, np.array([0, n_words]))
-    return Ht, totals, hashes
+    return Ht, dataclasses.replace(totals, n_validation=int(valid.sum())), hashes
 
 
-def scaled_blocks(blocks: list[Block], n_words: int, heldout: float = 0.0) -> list[dask.delayed]:
-    """One delayed ``(H̃, BlockTotals, doc_id hashes)`` per row-group block (held-out documents not counted)."""
-    token = tokenize(blocks, n_words, heldout)
-    return [dask.delayed(_scaled_block, pure=True)(b, n_words, heldout, dask_key_name=f"scaled-counts-{token}-{i}")
+def scaled_blocks(blocks: list[Block], n_words: int, split: DocumentSplit = DocumentSplit()) -> list[dask.delayed]:
+    """One delayed ``(H̃, BlockTotals, doc_id hashes)`` per row-group block (held-out and validation documents
+    not counted)."""
+    token = tokenize(blocks, n_words, split)
+    return [dask.delayed(_scaled_block, pure=True)(b, n_words, split, dask_key_name=f"scaled-counts-{token}-{i}")
             for i, b in enumerate(blocks)]
 
 

@@ -11,6 +11,8 @@ O(tile² + batch) memory, never O(N²).
 
 from __future__ import annotations
 
+import dataclasses
+
 import dask
 import dask.bag as db
 import numpy as np
@@ -21,7 +23,7 @@ from dask.base import tokenize
 
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
-from jsmf_dask.kernels.heldout import heldout_mask
+from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.io.zarr_store import write_tile, zarr_store
 from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, tile_products
 
@@ -57,13 +59,13 @@ def _load_slice(url: str) -> sp.csr_array:
 
 
 def _block_partial(
-    item: tuple[int, Block], n_words: int, edges: np.ndarray, scratch: str, heldout: float
+    item: tuple[int, Block], n_words: int, edges: np.ndarray, scratch: str, split: DocumentSplit
 ) -> tuple[BlockTotals, np.ndarray]:
     index, block = item
     table = read_block(block, n_words)
     hashes = doc_id_hashes(table.column("doc_id"))  # of every document: uniqueness covers held-out ones too
-    if heldout > 0:
-        table = table.filter(pa.array(~heldout_mask(table.column("doc_id"), heldout)))
+    held, valid = split.masks(table.column("doc_id"))
+    table = table.filter(pa.array(~(held | valid)))
     ids = table.column("word_ids").combine_chunks()
     cnt = table.column("counts").combine_chunks()
     H = count_matrix(
@@ -75,19 +77,19 @@ def _block_partial(
     slices, totals = block_contribution(H, edges)
     for b, m in enumerate(slices):
         _save_slice(_slice_url(scratch, index, b), m)
-    return totals, hashes
+    return dataclasses.replace(totals, n_validation=int(valid.sum())), hashes
 
 
 def block_partials(blocks: list[Block], n_words: int, edges: np.ndarray, scratch: str,
-                   heldout: float = 0.0) -> db.Bag:
+                   split: DocumentSplit = DocumentSplit()) -> db.Bag:
     """Map: a bag with one ``(BlockTotals, doc_id hashes)`` per row-group block.
 
-    Documents held out (:func:`~jsmf_dask.kernels.heldout.heldout_mask` of
-    ``heldout``) are not counted; their hashes are still returned. Side effect of each task: ``H̃[:, I]`` of its block for every word block
+    Documents held out or kept for validation (:class:`~jsmf_dask.kernels.heldout.DocumentSplit`)
+    are not counted; their hashes are still returned. Side effect of each task: ``H̃[:, I]`` of its block for every word block
     ``I``, written under ``scratch`` (idempotent: a rerun rewrites the same files).
     """
     return db.from_sequence(list(enumerate(blocks)), npartitions=max(1, len(blocks))).map(
-        _block_partial, n_words, edges, scratch, heldout
+        _block_partial, n_words, edges, scratch, split
     )
 
 

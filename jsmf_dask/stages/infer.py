@@ -24,10 +24,11 @@ def block_counts(table: pa.Table, n_words: int):
     return count_matrix(ids.offsets.to_numpy(), ids.flatten().to_numpy(), cnt.flatten().to_numpy(), n_words)
 
 
-def _infer_block(block: Block, n_words: int, B: np.ndarray, url: str) -> int:
+def _infer_block(block: Block, n_words: int, model: tuple[np.ndarray, np.ndarray | None], url: str) -> int:
     table = read_block(block, n_words)
     H = block_counts(table, n_words)
-    theta = document_topics(B, H)
+    B, alpha = model
+    theta = document_topics(B, H, alpha)
     k = B.shape[1]
     out = pa.table(
         [table.column("doc_id"), pa.array(np.asarray(H.sum(axis=1)).ravel().astype(np.int64)),
@@ -40,13 +41,15 @@ def _infer_block(block: Block, n_words: int, B: np.ndarray, url: str) -> int:
     return out.num_rows
 
 
-def doc_topic_tasks(blocks: list[Block], n_words: int, B: np.ndarray, out_dir: str) -> list[dask.delayed]:
-    """One delayed task per block: infer its documents' topics and write ``out_dir/part-NNNNN.parquet``.
+def doc_topic_tasks(blocks: list[Block], n_words: int, B: np.ndarray, out_dir: str,
+                    alpha: np.ndarray | None = None) -> list[dask.delayed]:
+    """One delayed task per block: infer its documents' topics (:func:`~jsmf_dask.kernels.infer.document_topics`
+    under ``B`` and, when the model has one, its document prior ``alpha``) and write ``out_dir/part-NNNNN.parquet``.
 
     Parts are numbered in block order, so reading the directory in name order
     gives the corpus's document order. Each returns its number of documents.
     """
-    shared = dask.delayed(B, pure=True)
+    shared = dask.delayed((B, alpha), pure=True)
     token = tokenize(blocks, n_words, shared, out_dir)
     return [
         dask.delayed(_infer_block, pure=True)(block, n_words, shared, join(out_dir, shard_name(i)),

@@ -158,3 +158,40 @@ def test_reuters_c_without_its_heldout_documents_is_the_c_of_the_rest(tmp_path):
                 docs.append(dict(zip(ids, counts, strict=True)))
     C = open_cooccurrence(f"{tmp_path}/cooc.zarr").C[:]
     np.testing.assert_allclose(C, dense_cooccurrence(docs, C.shape[0]), rtol=0, atol=1e-13)
+
+
+def test_validation_documents_are_disjoint_from_held_out_ones_and_left_out_of_C(tmp_path):
+    """C with held-out and validation documents left out is the dense C of the rest; the counts are recorded;
+    the validation set is the other end of the same hash (disjoint, by id alone)."""
+    from jsmf_dask.kernels.heldout import DocumentSplit, validation_mask
+    from tests.conftest import dense_cooccurrence
+
+    ids = [f"doc-{i}" for i in range(20000)]
+    valid = validation_mask(ids, 0.2)
+    assert not (valid & heldout_mask(ids, 0.5)).any()
+    assert abs(valid.sum() - 4000) < 5 * 57  # binomial sd sqrt(20000 · 0.2 · 0.8) ≈ 57
+    ingest(tmp_path, [str(REUTERS_DOCWORD)], vocab_size=400, row_group_size=100)
+    summary = cooccur(tmp_path, heldout=0.2, validation=0.15)
+    split = DocumentSplit(0.2, 0.15)
+    docs, n_held, n_valid = [], 0, 0
+    for block in list_blocks(corpus_dir(str(tmp_path))):
+        t = read_block(block, None)
+        held, val = split.masks(t.column("doc_id"))
+        n_held, n_valid = n_held + int(held.sum()), n_valid + int(val.sum())
+        for ids_, counts, keep in zip(t.column("word_ids").to_pylist(), t.column("counts").to_pylist(),
+                                      split.training(t.column("doc_id")), strict=True):
+            if keep:
+                docs.append(dict(zip(ids_, counts, strict=True)))
+    store = open_cooccurrence(f"{tmp_path}/cooc.zarr")
+    np.testing.assert_allclose(store.C[:], dense_cooccurrence(docs, store.C.shape[0]), rtol=0, atol=1e-13)
+    assert store.attrs["validation_fraction"] == 0.15 and store.attrs["n_docs_validation"] == n_valid > 0
+    assert store.attrs["n_docs_heldout"] == n_held and summary.n_docs_validation == n_valid
+    assert any("kept for validation" in line for line in summary.lines())
+    # the compressed store leaves out the same documents
+    from jsmf_dask.exceptions import InvalidParameterError
+    compressed = cooccur(tmp_path, heldout=0.2, validation=0.15, rank=10, overwrite=True)
+    assert compressed.n_docs == store.attrs["n_docs"] and compressed.n_docs_validation == n_valid
+    with pytest.raises(InvalidParameterError, match="'validation' parameter of cooccur must be a float"):
+        cooccur(tmp_path, validation=0.7, overwrite=True)
+    with pytest.raises(InvalidParameterError, match="leave no training documents"):
+        cooccur(tmp_path, heldout=0.5, validation=0.5, overwrite=True)

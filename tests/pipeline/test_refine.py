@@ -214,7 +214,7 @@ def plain_lda_root(tmp_path_factory):
     with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
         synth(root, n_docs=5000, n_words=300, n_topics=5, doc_length=60, seed=4, topics_from="dirichlet",
               beta=0.05, row_group_size=1250)
-        cooccur(root, heldout=0.1)
+        cooccur(root, heldout=0.1, validation=0.05)
         fit(root, n_topics=5, name="ap", min_anchor_df=5)
     return root
 
@@ -233,7 +233,7 @@ def test_cvb0_beats_vb_and_the_spectral_start_on_a_plain_lda_corpus(plain_lda_ro
     """Same start, same sweeps, same priors: CVB0's B is closer to the truth than VB's and than the start's."""
     truth = read_truth(plain_lda_root)["B"]
     spectral = matched_l1(open_model(plain_lda_root, "ap").arrays["B"], truth)
-    common = {"model": "ap", "sweeps": 10, "tol": 1e-12, "alpha": 0.1, "eta": 0.05, "validation": 0}
+    common = {"model": "ap", "sweeps": 10, "tol": 1e-12, "alpha": 0.1, "eta": 0.05}
     cvb0 = matched_l1(refine(plain_lda_root, method="cvb0", **common).B, truth)
     vb = matched_l1(refine(plain_lda_root, method="vb", **common).B, truth)
     print(f"plain LDA B L1: spectral {spectral:.4f}, VB {vb:.4f}, CVB0 {cvb0:.4f} (10 sweeps)")
@@ -242,13 +242,14 @@ def test_cvb0_beats_vb_and_the_spectral_start_on_a_plain_lda_corpus(plain_lda_ro
 
 def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     r = refine(plain_lda_root, model="ap", method="cvb0", sweeps=40, tol=1e-12, alpha="auto", eta="auto",
-               validation=0.05, name="learned")
+               name="learned")  # validation: the store's 0.05
     m = open_model(plain_lda_root, "learned")
     assert m.attrs["params"]["method"] == "cvb0" and m.attrs["stopped"] in ("validation", "sweeps")
     curve = m.trace["validation_perplexity"]
     assert curve.shape == (r.n_iter + 1,) and np.isfinite(curve).all()
-    if m.attrs["stopped"] == "validation":  # the last PATIENCE refined scores did not beat the best before them
-        assert r.n_iter < 40 and curve[1:-1][-3:].min() > curve[1:-4].min() * (1 - 1e-4)
+    if m.attrs["stopped"] == "validation":  # the last PATIENCE scores did not beat the best before them
+        assert r.n_iter < 40 and curve[:-1][-3:].min() > curve[:-4].min() * (1 - 1e-4)
+    assert curve[-1] < curve[0]  # unseen by the start and by refine: an honest gain
     alpha = m.arrays["alpha"]
     assert alpha.shape == (5,) and (alpha > 0).all() and not np.allclose(alpha, alpha[0])  # asymmetric
     assert 0.01 < alpha.mean() < 1.0, alpha  # drawn with α = 0.1
@@ -258,6 +259,8 @@ def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     from jsmf_dask import open_cooccurrence
     held = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs["n_docs_heldout"]
     assert m.attrs["training"]["n_docs"] + m.attrs["validation"]["n_docs"] == 5000 - held
+    assert m.attrs["validation"]["n_docs"] == open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs[
+        "n_docs_validation"]
     assert m.attrs["heldout"]["final_perplexity"] < m.attrs["heldout"]["start_perplexity"]
     assert m.attrs["warnings"] == []
 
@@ -269,6 +272,53 @@ def test_a_refinement_worse_than_its_start_warns(plain_lda_root):
     from jsmf_dask.exceptions import ConvergenceWarning
 
     with pytest.warns(ConvergenceWarning, match="held-out perplexity .* above .* of the topics of 'ap'"):
-        r = refine(plain_lda_root, model="ap", sweeps=3, alpha=0.1, eta=500.0, validation=0, name="smeared")
+        r = refine(plain_lda_root, model="ap", sweeps=3, alpha=0.1, eta=500.0, name="smeared")
     assert r.attrs["warnings"] and "try" in r.attrs["warnings"][0]
     assert open_model(plain_lda_root, "smeared").attrs["warnings"] == r.attrs["warnings"]
+
+
+def test_validation_the_store_did_not_leave_out_is_refused(lda_root, plain_lda_root):
+    """Stopping by documents the spectral model saw would flatter it: a clear error, nothing written."""
+    before = listing(lda_root)
+    with pytest.raises(InvalidParameterError, match=r"'validation' parameter of refine \(0.05\) asks to stop by "
+                                                    r"documents that .*cooc.zarr counted .*jsmf cooccur --validation"):
+        refine(lda_root, model="ap", validation=0.05)
+    assert listing(lda_root) == before
+    before = listing(plain_lda_root)
+    with pytest.raises(InvalidParameterError, match="'validation' parameter of refine"):
+        refine(plain_lda_root, model="ap", validation=0.2)
+    assert listing(plain_lda_root) == before
+
+
+def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
+    """Under a refined model, infer folds documents in with the model's prior, which agrees with the topic
+    weights refine itself kept for its training documents far better than least squares does."""
+    import pyarrow.dataset as ds
+
+    from jsmf_dask.kernels.infer import document_topics
+    from jsmf_dask.kernels.variational import e_step
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
+    from jsmf_dask.stages.infer import block_counts
+
+    m = open_model(lda_root, "ap-vb")
+    infer(lda_root, model="ap-vb", overwrite=True)
+    inferred = read_doc_topics(str(lda_root))
+    own = ds.dataset(str(lda_root / "model.zarr" / "ap-vb" / "doc_topics"), format="parquet").to_table()
+    by_id = dict(zip(inferred.column("doc_id").to_pylist(), inferred.column("topics").to_pylist(), strict=True))
+    ids = own.column("doc_id").to_pylist()
+    theta_infer = np.array([by_id[d] for d in ids])
+    theta_own = np.array(own.column("topics").to_pylist())
+    # the fold-in by hand on the first block
+    block = list_blocks(corpus_dir(str(lda_root)))[0]
+    X = block_counts(read_block(block, 400), 400)
+    gamma = e_step(X, m.arrays["B"], m.arrays["alpha"], max_iter=1000, tol=1e-8).gamma
+    np.testing.assert_allclose(theta_infer_first := np.array(inferred.column("topics").to_pylist()[:X.shape[0]]),
+                               gamma / gamma.sum(axis=1, keepdims=True), rtol=0, atol=1e-12)
+    assert theta_infer_first.shape[0] == X.shape[0]
+    # closer to refine's own θ than the least-squares fit under the same topics
+    rows = {d: i for i, d in enumerate(inferred.column("doc_id").to_pylist())}
+    Xall = np.vstack([block_counts(read_block(b, 400), 400).toarray() for b in list_blocks(corpus_dir(str(lda_root)))])
+    lsq = document_topics(m.arrays["B"], Xall[[rows[d] for d in ids]])
+    fold = np.abs(theta_infer - theta_own).sum(axis=1).mean()
+    least = np.abs(lsq - theta_own).sum(axis=1).mean()
+    assert fold < 0.5 * least, (fold, least)

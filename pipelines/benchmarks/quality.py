@@ -1,0 +1,242 @@
+"""Topic quality against Gibbs sampling on every corpus: held-out perplexity, B error, metrics and seconds.
+
+For each corpus and K, on one run root: ``cooccur`` with 10% of the documents
+held out and 5% kept for validation (by doc_id hash), AP, then from AP:
+
+* ``vb``: the previous default refine (variational Bayes, 8 sweeps, α 0.1, η 0.01);
+* ``cvb0-fixed``: CVB0 with fixed priors (α 0.1, η 0.05), up to 50 sweeps, no validation stop;
+* ``cvb0``: the default refine (CVB0, α learned, η 0.05, stopped by the validation documents);
+* ``cvb0-a01``: the same with a fixed symmetric α 0.1;
+* ``cvb0-learned``: CVB0 with α and η learned, stopped by the validation documents;
+
+and, on the same training documents (held-out and validation ones left out):
+tomotopy's collapsed Gibbs sampler (1000 iterations, its α 0.1, η 0.01) and
+scikit-learn's batch ``LatentDirichletAllocation`` (its defaults). Every model
+is scored by ``evaluate``'s one scorer (document completion on the held-out
+documents), with the paper's metrics; on ``jsmf synth --topics-from dirichlet``
+corpora also the B error (mean L1 after matching). Ours is timed stage by
+stage (end to end = ingest + cooccur + fit + refine), in one process on
+threads (the embedded default for small work would add a cluster start).
+
+Corpora: the NIPS papers shipped in ``pipelines/data``, Reuters from
+``tests/data``, and, from ``--data`` (default ``../shared/data``) when present,
+the NIPS 1987–2003 bag of words and MovieLens ratings as documents; plain-LDA
+synthetic corpora ``lda-20k`` (M 20k, N 5k, K 20) and ``lda-100k`` (M 100k, N 5k, K 50).
+Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
+corpus (held-out perplexity against seconds) into ``--out``.
+
+Usage::
+
+    python -m pipelines.benchmarks.quality --corpora nips-papers,reuters --topics 20,50
+    python -m pipelines.benchmarks.quality --corpora lda-20k --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = {"nips-papers": REPO / "pipelines" / "data" / "nips12-raw" / "nipstxt.tar.xz",
+           "reuters": REPO / "tests" / "data" / "reuters395" / "docword.reuters395.txt.gz"}
+SYNTHETIC = {"lda-20k": (20000, 5000, 20), "lda-100k": (100000, 5000, 50)}
+REFINES = {
+    "vb": {"method": "vb", "sweeps": 8, "alpha": 0.1, "eta": 0.01, "validation": 0},
+    "cvb0-fixed": {"method": "cvb0", "alpha": 0.1, "eta": 0.05, "validation": 0},
+    "cvb0": {},
+    "cvb0-a01": {"alpha": 0.1},
+    "cvb0-learned": {"alpha": "auto", "eta": "auto"},
+}
+
+
+def _ingest_kwargs(name: str, data: Path) -> dict | None:
+    if name in SHIPPED:
+        kwargs = {"inputs": [str(SHIPPED[name])], "vocab_size": 5000}
+        return kwargs | ({"encoding": "latin-1"} if name == "nips-papers" else {})
+    if name == "nips17-bow" and (data / "nips17" / "docword.nips17.txt.gz").exists():
+        return {"inputs": [str(data / "nips17" / "docword.nips17.txt.gz")], "vocab_size": 5000}
+    if name == "movielens" and (data / "movielens-small" / "ratings.csv").exists():
+        return {"inputs": [str(data / "movielens-small" / "ratings.csv")], "format": "ratings"}
+    return None
+
+
+def _store_peer(root: str, name: str, B: np.ndarray, alpha: np.ndarray, heldout: float) -> None:
+    """A peer's topics as a model of the root, so that ``evaluate`` scores it with the same code."""
+    import zarr
+
+    from jsmf_dask.io.fs import staged_output
+    from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
+    from jsmf_dask.io.schema import SCHEMA_VERSION
+    from jsmf_dask.io.zarr_store import zarr_store
+
+    k = B.shape[1]
+    with staged_output(model_path(root, name), root=root, overwrite=True) as tmp:
+        zarr.open_group(zarr_store(tmp), mode="a", zarr_format=3)
+        for key, values in {"anchors": np.zeros(0, dtype=np.int64), "B": B, "A": np.full((k, k), 1 / k**2),
+                            "alpha": alpha, "p_word": B.mean(axis=1)}.items():
+            write_array(tmp, key, values)
+        zarr.open_group(zarr_store(tmp), mode="r+").attrs.update({
+            "schema_version": SCHEMA_VERSION, "name": name, "heldout_fraction": heldout,
+            "params": {"n_topics": k, "rectifier": name}})
+        ensure_model_group(root)
+
+
+def _training_matrix(root: str, heldout: float, validation: float):
+    import scipy.sparse as sps
+
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block, read_vocabulary
+    from jsmf_dask.kernels.heldout import DocumentSplit
+    from jsmf_dask.stages.infer import block_counts
+
+    n = read_vocabulary(corpus_dir(root)).num_rows
+    split = DocumentSplit(heldout, validation)
+    parts = []
+    for block in list_blocks(corpus_dir(root)):
+        table = read_block(block, n)
+        parts.append(block_counts(table, n)[split.training(table.column("doc_id"))])
+    return sps.vstack(parts).tocsr()
+
+
+def run_corpus(name: str, topics: list[int], args) -> dict:
+    """Every method at every K on one corpus; returns the rows."""
+    import dask
+
+    from jsmf_dask import cooccur, evaluate, fit, ingest, synth
+    from jsmf_dask.pipeline.gibbs import fit_gibbs
+    from jsmf_dask.pipeline.refine import refine
+    from jsmf_dask.pipeline.synth import read_truth
+    from pipelines.benchmarks.fit import matched_l1
+
+    root = str(Path(args.out) / f"quality-{name}")
+    rows: list[dict] = []
+    truth = None
+    with dask.config.set({"scheduler": "threads", "jsmf.progress": False}):
+        for k in topics:
+            seconds: dict[str, list[float]] = {}
+            for run in range(args.runs):
+                t0 = time.perf_counter()
+                if name in SYNTHETIC:
+                    m, n, kk = SYNTHETIC[name]
+                    synth(root, n_docs=m, n_words=n, n_topics=kk, doc_length=200, seed=1, topics_from="dirichlet",
+                          overwrite=True)
+                    truth = read_truth(root)["B"]
+                else:
+                    ingest(root, overwrite=True, **_ingest_kwargs(name, Path(args.data)))
+                seconds.setdefault("ingest", []).append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                cooccur(root, heldout=0.1, validation=0.05, overwrite=True)
+                seconds.setdefault("cooccur", []).append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                fit(root, n_topics=k, name=f"k{k}-ap", overwrite=True)
+                seconds.setdefault(f"k{k}-ap", []).append(time.perf_counter() - t0)
+                for label, kwargs in REFINES.items():
+                    t0 = time.perf_counter()
+                    refine(root, model=f"k{k}-ap", name=f"k{k}-{label}", overwrite=True, **kwargs)
+                    seconds.setdefault(f"k{k}-{label}", []).append(time.perf_counter() - t0)
+                    print(f"{name} K={k} run {run + 1}: {label} {seconds[f'k{k}-{label}'][-1]:.1f} s",
+                          file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            fit_gibbs(root, n_topics=k, iterations=args.gibbs_iterations, name=f"k{k}-gibbs", overwrite=True)
+            seconds[f"k{k}-gibbs"] = [time.perf_counter() - t0]
+            print(f"{name} K={k}: gibbs {seconds[f'k{k}-gibbs'][0]:.1f} s", file=sys.stderr, flush=True)
+            if "sklearn" in args.peers:
+                from sklearn.decomposition import LatentDirichletAllocation
+
+                X = _training_matrix(root, 0.1, 0.05)
+                lda = LatentDirichletAllocation(n_components=k, learning_method="batch", random_state=0)
+                t0 = time.perf_counter()
+                lda.fit(X)
+                seconds[f"k{k}-sklearn"] = [time.perf_counter() - t0]
+                B = (lda.components_ / lda.components_.sum(axis=1, keepdims=True)).T
+                _store_peer(root, f"k{k}-sklearn", B, np.full(k, float(lda.doc_topic_prior_)), 0.1)
+            metrics = evaluate(root, models=[m for m in seconds if m.startswith(f"k{k}-")])["models"]
+            fixed = statistics.median(seconds["ingest"]) + statistics.median(seconds["cooccur"]) + \
+                statistics.median(seconds[f"k{k}-ap"])
+            for model, entry in metrics.items():
+                method = model.split("-", 1)[1]
+                own = statistics.median(seconds[model])
+                end_to_end = fixed if method == "ap" else fixed + own if method in REFINES else own
+                row = {"corpus": name, "K": k, "method": method,
+                       "perplexity": entry["heldout"].get("perplexity"),
+                       "specificity": entry["original_C"].get("specificity"),
+                       "dissimilarity": entry["original_C"].get("dissimilarity"),
+                       "coherence": entry["original_C"].get("coherence"),
+                       "seconds": own, "end_to_end_seconds": end_to_end}
+                if truth is not None:
+                    from jsmf_dask import open_model
+                    row["B_l1"] = matched_l1(open_model(root, model).arrays["B"], truth)
+                rows.append(row)
+    return {"corpus": name, "rows": rows}
+
+
+def _table(rows: list[dict]) -> str:
+    gibbs = {r["K"]: r for r in rows if r["method"] == "gibbs"}
+    cols = ["K", "method", "perplexity", "vs Gibbs", "B_l1", "specificity", "dissimilarity", "coherence",
+            "seconds", "end_to_end_seconds", "Gibbs / ours"]
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        g = gibbs.get(r["K"])
+        vs = f"{r['perplexity'] / g['perplexity'] - 1:+.1%}" if g and r["perplexity"] and g["perplexity"] else "n/a"
+        speed = f"{g['seconds'] / r['end_to_end_seconds']:.1f}x" if g and r["method"] not in ("gibbs", "sklearn") \
+            else ""
+        vals = [r["K"], r["method"], r["perplexity"], vs, r.get("B_l1"), r["specificity"], r["dissimilarity"],
+                r["coherence"], r["seconds"], r["end_to_end_seconds"], speed]
+        out.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
+                                     for v in vals) + " |")
+    return "\n".join(out)
+
+
+def _plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = sorted({r["K"] for r in result["rows"]})
+    fig, axes = plt.subplots(1, len(ks), figsize=(6 * len(ks), 4.5), squeeze=False)
+    for ax, k in zip(axes[0], ks, strict=True):
+        for r in (r for r in result["rows"] if r["K"] == k and r["perplexity"]):
+            ax.scatter(r["end_to_end_seconds"], r["perplexity"], s=30)
+            ax.annotate(r["method"], (r["end_to_end_seconds"], r["perplexity"]), fontsize=8,
+                        xytext=(4, 4), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds (ours: end to end; peers: their training)")
+        ax.set_ylabel("held-out perplexity")
+        ax.set_title(f"{result['corpus']}, K = {k}")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--corpora", default="nips-papers,reuters,nips17-bow,movielens,lda-20k")
+    p.add_argument("--topics", default="20,50", help="K values (lda-* corpora use their own K)")
+    p.add_argument("--runs", type=int, default=3, help="repeats of our pipeline (median seconds)")
+    p.add_argument("--gibbs-iterations", type=int, default=1000)
+    p.add_argument("--peers", default="gibbs,sklearn")
+    p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    p.add_argument("--out", default="bench-runs")
+    args = p.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    results = []
+    for name in args.corpora.split(","):
+        if name not in SYNTHETIC and _ingest_kwargs(name, Path(args.data)) is None:
+            print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
+            continue
+        topics = [SYNTHETIC[name][2]] if name in SYNTHETIC else [int(k) for k in args.topics.split(",")]
+        result = run_corpus(name, topics, args)
+        results.append(result)
+        print(f"\n{name}\n\n{_table(result['rows'])}\n", flush=True)
+        _plot(result, Path(args.out) / f"quality-{name}.png")
+        (Path(args.out) / "quality-results.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
