@@ -178,9 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CSV (or .tsv) with a header: item id, then its label (e.g. MovieLens movies.csv); topics and "
                    "reports show the labels instead of bare ids")
     p.add_argument("--vocab-size", type=int, help="words kept by tf-idf rank (default: all)")
-    p.add_argument("--min-doc-tokens", type=int, default=5, help="drop documents with fewer tokens (default: 5)")
-    p.add_argument("--min-doc-words", type=int, default=3,
-                   help="drop documents with fewer distinct words (default: 3)")
+    p.add_argument("--min-doc-tokens", type=int,
+                   help="drop documents with fewer tokens (default: 5 for text and bag of words, 2 for ratings and "
+                   "baskets)")
+    p.add_argument("--min-doc-words", type=int,
+                   help="drop documents with fewer distinct words (default: 3 for text and bag of words, 2 for "
+                   "ratings and baskets)")
     p.add_argument("--docs-per-shard", type=int, help="documents per shard file (default: 50000)")
     p.add_argument("--row-group-size", type=int, help="documents per Parquet row group (default: 10000)")
     p.add_argument("--append", action="store_true",

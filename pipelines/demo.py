@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=150, help="AP cycles")
     parser.add_argument("--sweeps", type=int, default=None, help="refine sweeps at most (default: the library's, 50)")
     parser.add_argument("--heldout", type=float, default=0.1, help="fraction of papers held out for perplexity")
+    parser.add_argument("--validation", type=float, default=0.05,
+                        help="fraction of papers refine scores each sweep to decide when to stop")
     parser.add_argument("--scheduler", help="Dask scheduler address (default: a LocalCluster)")
     args = parser.parse_args(argv)
     logging.getLogger("distributed").setLevel(logging.WARNING)
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                           encoding="latin-1", overwrite=True)  # OCR text: see its README
         print("\n".join(ingested.lines()))
         print("== cooccur")
-        summary = cooccur(args.root, overwrite=True, heldout=args.heldout)
+        summary = cooccur(args.root, overwrite=True, heldout=args.heldout, validation=args.validation)
         print("\n".join(summary.lines()))
         print(f"== fit: AP rectification, K = {args.topics}, {args.iterations} iterations")
         t1 = time.perf_counter()

@@ -19,15 +19,25 @@ _FASTMATH = {"reassoc", "contract"}
 _TINY = 1e-300
 
 
+#: Topic counts below this are summed exactly in E_q[ψ(n + α)] (see ``cvb0_loop``'s ``prior_sums``).
+EXACT_COUNTS = 10
+
+
 @njit(cache=True, fastmath=_FASTMATH)
 def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_topic, max_iter, tol, counts,
-              prior_sums):
+              prior_sums, prior_stats):
     """CVB0 for every document of a CSR block, in place on ``doc_topic``; adds to ``counts`` and ``prior_sums``.
 
     Returns the inner iterations summed over documents and the training log
     likelihood ``Σ n_dw log Σ_k θ_dk φ_wk`` at the incoming state.
-    ``prior_sums`` (K + 1) receives Minka's statistics at the outgoing state:
-    ``Σ_d ψ(N_dk + α_k) − ψ(α_k)`` for each k, then ``Σ_d ψ(n_d + α₀) − ψ(α₀)``.
+    ``prior_sums`` (K + 1; with ``prior_stats`` only) receives Minka's
+    statistics at the outgoing state: ``Σ_d E_q[ψ(n_dk + α_k)] − ψ(α_k)`` for
+    each k, then ``Σ_d ψ(n_d + α₀) − ψ(α₀)``. The expectation is over the
+    document's topic count ``n_dk``, a sum of independent Bernoulli(ρ) over its
+    tokens, by ``ψ(n + α) − ψ(α) = Σ_{i<n} 1/(α + i)``: the first
+    :data:`EXACT_COUNTS` terms exactly from the distribution of ``n_dk``
+    below that (``Σ_i P(n_dk > i)/(α + i)``, a truncated convolution over the
+    tokens), the rest at the expected count, ``ψ(max(N_dk, E) + α) − ψ(E + α)``.
     """
     n_docs = indptr.size - 1
     n_words, k = word_topic.shape
@@ -39,6 +49,7 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
     nd = np.empty(k)
     nd_new = np.empty(k)
     denom = np.empty(k)
+    dist = np.empty((EXACT_COUNTS + 1, k))  # P(n_dk = m) for m < EXACT_COUNTS, then P(n_dk >= EXACT_COUNTS)
     alpha_sum = 0.0
     for t in range(k):
         alpha_sum += alpha[t]
@@ -118,6 +129,26 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
                 counts[w, t] += c * rho[j, t]
         for t in range(k):
             doc_topic[d, t] = nd[t]
-            prior_sums[t] += digamma(nd[t] + alpha[t]) - psi_alpha[t]
+        if not prior_stats:
+            continue
+        dist[:, :] = 0.0
+        dist[0, :] = 1.0
+        for j in range(length):
+            for _ in range(int(data[start + j])):  # each token of the word: one Bernoulli(ρ) per topic
+                for t in range(k):
+                    r = rho[j, t]
+                    dist[EXACT_COUNTS, t] += dist[EXACT_COUNTS - 1, t] * r
+                    for m in range(EXACT_COUNTS - 1, 0, -1):
+                        dist[m, t] = dist[m, t] * (1.0 - r) + dist[m - 1, t] * r
+                    dist[0, t] *= 1.0 - r
+        for t in range(k):
+            below = 0.0
+            s = 0.0
+            for i in range(EXACT_COUNTS):
+                below += dist[i, t]
+                s += max(1.0 - below, 0.0) / (alpha[t] + i)
+            if nd[t] > EXACT_COUNTS:
+                s += digamma(nd[t] + alpha[t]) - digamma(EXACT_COUNTS + alpha[t])
+            prior_sums[t] += s
         prior_sums[k] += digamma(n_d + alpha_sum) - psi_alpha_sum
     return iterations, loglik

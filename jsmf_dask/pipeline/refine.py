@@ -53,9 +53,11 @@ def default_refined_name(source: str, method: str = "cvb0") -> str:
     return f"{source}-{method}"
 
 
-#: Validation scores that bring no relative improvement above ``IMPROVEMENT`` for ``PATIENCE`` sweeps stop refine.
+#: Refine stops when ``PATIENCE`` sweeps improve the best validation perplexity before them by less than
+#: ``IMPROVEMENT`` (relative). On the NIPS papers (K = 20) CVB0's curve falls 1891 → 1805 → 1789 → 1785 → 1780
+#: at sweeps 0 / 10 / 20 / 30 / 50: 0.1% over three sweeps is reached near sweep 25, most of the gain.
 PATIENCE = 3
-IMPROVEMENT = 1e-4
+IMPROVEMENT = 1e-3
 
 
 @dataclass
@@ -223,7 +225,8 @@ def refine(
     eta_now = 0.01 if eta == "auto" else float(eta)
     n_tokens = float(np.asarray(vocab.column("tf")).sum()) * (1.0 - heldout - validation)
     counts = topics_from_model(B0, A0, n_tokens, 0.0)  # the start: expected counts of the spectral model
-    params = SweepParams(len(words), method, alpha_vec, eta_now, heldout, validation, inner_iterations, inner_tol)
+    params = SweepParams(len(words), method, alpha_vec, eta_now, heldout, validation, inner_iterations, inner_tol,
+                         learn_alpha=alpha == "auto" and method == "cvb0")
     records: list[SweepRecord] = []
     stopped = "sweeps"
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:

@@ -62,6 +62,7 @@ class SweepParams:
     validation: float
     max_inner: int
     inner_tol: float
+    learn_alpha: bool = False  # CVB0: also return Minka's statistics for α
 
 
 @dataclass
@@ -156,7 +157,7 @@ def _sweep_block(block: Block, index: int, params: SweepParams, shared: tuple[np
     state = None if state_in is None else _load_gamma(_gamma_url(state_in, index))
     if params.method == "cvb0":
         res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
-                        tol=params.inner_tol)
+                        tol=params.inner_tol, prior_stats=params.learn_alpha)
         new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
             res.iterations, res.prior_sums
     else:

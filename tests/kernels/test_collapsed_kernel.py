@@ -32,8 +32,13 @@ def reference_cvb0_sweep(docs, W, alpha, eta, doc_topic, max_iter, tol):
     removed from every count; each document starts from its incoming N_d with nothing removed."""
     n_words, k = W.shape
     T = W.sum(axis=0)
+    from scipy.special import psi
+
+    from jsmf_dask.kernels._cvb0_loop import EXACT_COUNTS
+
     counts = np.zeros_like(W)
     out = np.zeros_like(doc_topic)
+    sums = np.zeros(k + 1)
     for d, doc in enumerate(docs):
         tokens = [w for w, c in doc for _ in range(c)]  # one entry per token
         nd_in = doc_topic[d].copy()
@@ -59,7 +64,18 @@ def reference_cvb0_sweep(docs, W, alpha, eta, doc_topic, max_iter, tol):
         for i, w in enumerate(tokens):
             counts[w] += gam[i]
         out[d] = nd
-    return out, counts
+        for t in range(k):  # E_q[ψ(n + α)] − ψ(α): the exact distribution of n (independent Bernoulli tokens)
+            dist = np.zeros(len(tokens) + 1)
+            dist[0] = 1.0
+            for g in gam:
+                dist[1:] = dist[1:] * (1 - g[t]) + dist[:-1] * g[t]
+                dist[0] *= 1 - g[t]
+            above = 1 - np.cumsum(dist)  # P(n > i)
+            exact = sum(above[i] / (alpha[t] + i) for i in range(min(EXACT_COUNTS, len(above))))
+            tail = psi(max(nd[t], EXACT_COUNTS) + alpha[t]) - psi(EXACT_COUNTS + alpha[t])
+            sums[t] += exact + tail
+        sums[k] += psi(len(tokens) + alpha.sum()) - psi(alpha.sum())
+    return out, counts, sums
 
 
 def _corpus(rng, n_docs, n_words, max_len):
@@ -79,17 +95,18 @@ def _corpus(rng, n_docs, n_words, max_len):
 def test_cvb0_equals_the_per_token_reference(seed):
     rng = np.random.default_rng(seed)
     n_docs, n_words, k = 12, 15, 3
-    docs, X = _corpus(rng, n_docs, n_words, 9)
+    docs, X = _corpus(rng, n_docs, n_words, 9 if seed < 2 else 30)  # seed 2: counts past EXACT_COUNTS
     W = rng.gamma(1.0, 2.0, size=(n_words, k))
     W[rng.random(W.shape) < 0.2] = 0.0  # words a topic has not seen yet: the clip at 0 is exercised
     alpha = np.array([0.1, 0.3, 0.05])
     eta = 0.02
     nd0 = initial_doc_topic(np.asarray(X.sum(axis=1)), k)
     for sweep in range(3):  # the state carried over sweeps as the pipeline carries it
-        res = cvb0_step(X, W, alpha, eta, nd0, max_iter=4, tol=1e-12)
-        ref_nd, ref_counts = reference_cvb0_sweep(docs, W, alpha, eta, nd0, 4, 1e-12)
+        res = cvb0_step(X, W, alpha, eta, nd0, max_iter=4, tol=1e-12, prior_stats=True)
+        ref_nd, ref_counts, ref_sums = reference_cvb0_sweep(docs, W, alpha, eta, nd0, 4, 1e-12)
         np.testing.assert_allclose(res.doc_topic, ref_nd, rtol=0, atol=1e-10)
         np.testing.assert_allclose(res.counts, ref_counts, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(res.prior_sums, ref_sums, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(res.doc_topic.sum(axis=1), np.asarray(X.sum(axis=1)).ravel(), rtol=1e-12)
         np.testing.assert_allclose(res.counts.sum(), X.sum(), rtol=1e-12)
         W, nd0 = res.counts, res.doc_topic
@@ -100,8 +117,9 @@ def test_a_documents_result_does_not_depend_on_its_block():
     _, X = _corpus(rng, 40, 30, 20)
     W = rng.gamma(1.0, 1.0, size=(30, 4))
     alpha = np.full(4, 0.1)
-    whole = cvb0_step(X, W, alpha, 0.01, max_iter=5)
-    a, b = cvb0_step(X[:17], W, alpha, 0.01, max_iter=5), cvb0_step(X[17:], W, alpha, 0.01, max_iter=5)
+    whole = cvb0_step(X, W, alpha, 0.01, max_iter=5, prior_stats=True)
+    a = cvb0_step(X[:17], W, alpha, 0.01, max_iter=5, prior_stats=True)
+    b = cvb0_step(X[17:], W, alpha, 0.01, max_iter=5, prior_stats=True)
     np.testing.assert_array_equal(whole.doc_topic, np.vstack([a.doc_topic, b.doc_topic]))
     np.testing.assert_allclose(whole.counts, a.counts + b.counts, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(whole.prior_sums, a.prior_sums + b.prior_sums, rtol=1e-12)

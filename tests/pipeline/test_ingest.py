@@ -268,3 +268,20 @@ def test_item_labels_are_shown_in_topics(tmp_path):
     (tmp_path / "more.csv").write_text("userId,movieId,rating\nv1,3,5\nv1,4,5\nv1,5,4\nv1,6,4\nv1,2,5\n")
     ingest(tmp_path / "run", [str(tmp_path / "more.csv")], format="ratings", append=True)
     assert display_words(corpus, read_vocabulary(corpus).column("word").to_pylist()) == [titles[int(w)] for w in words]
+
+
+def test_baskets_and_ratings_keep_short_documents_by_default(tmp_path):
+    """Short baskets (2+ distinct items) are kept by the baskets defaults and the report says which applied;
+    the text defaults (5 tokens, 3 words) would have dropped most of them."""
+    path = tmp_path / "baskets.txt"
+    path.write_text("milk,bread\nmilk,bread,eggs\nbeer,chips\nbeer\nmilk,milk\neggs,bread,beer,chips,salsa,milk\n")
+    report = ingest(tmp_path / "b", [str(path)], format="baskets")
+    assert (report.min_doc_tokens, report.min_doc_words) == (2, 2)
+    assert report.n_docs == 4  # 'beer' (1 token) and 'milk,milk' (1 distinct item) are the only ones dropped
+    assert any("removed with fewer than 2 tokens (the baskets defaults)" in line for line in report.lines())
+    strict = ingest(tmp_path / "t", [str(path)], format="baskets", min_doc_tokens=5, min_doc_words=3)
+    assert strict.n_docs == 1 and not any("defaults" in line for line in strict.lines())
+    ratings = tmp_path / "ratings.csv"
+    ratings.write_text("user,item,rating\n1,a,5\n1,b,4\n2,a,3\n3,c,1\n3,a,2\n")
+    r = ingest(tmp_path / "r", [str(ratings)], format="ratings")
+    assert (r.min_doc_tokens, r.min_doc_words) == (2, 2) and r.n_docs == 2  # user 2 rated one item

@@ -248,7 +248,7 @@ def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     curve = m.trace["validation_perplexity"]
     assert curve.shape == (r.n_iter + 1,) and np.isfinite(curve).all()
     if m.attrs["stopped"] == "validation":  # the last PATIENCE scores did not beat the best before them
-        assert r.n_iter < 40 and curve[:-1][-3:].min() > curve[:-4].min() * (1 - 1e-4)
+        assert r.n_iter < 40 and curve[:-1][-3:].min() > curve[:-4].min() * (1 - 1e-3)
     assert curve[-1] < curve[0]  # unseen by the start and by refine: an honest gain
     alpha = m.arrays["alpha"]
     assert alpha.shape == (5,) and (alpha > 0).all() and not np.allclose(alpha, alpha[0])  # asymmetric
