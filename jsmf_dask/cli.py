@@ -51,7 +51,7 @@ EXAMPLES = {
     "evaluate": "jsmf evaluate runs/nips",
     "compare": "jsmf compare runs/nips --topics 5,10,20 --methods none,ap,ap+cvb0",
     "report": "jsmf report runs/nips --model k20-ap",
-    "infer": "jsmf infer runs/nips --model k20-ap-vb",
+    "infer": "jsmf infer runs/nips --model k20-ap-cvb0",
     "run": "jsmf run pipelines/configs/demo.toml",
     "synth": "jsmf synth runs/synth --docs 20000 --vocab 2000 --topics 20",
 }

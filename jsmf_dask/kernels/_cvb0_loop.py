@@ -25,13 +25,13 @@ EXACT_COUNTS = 10
 
 @njit(cache=True, fastmath=_FASTMATH)
 def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_topic, max_iter, tol, counts,
-              prior_sums, prior_stats):
+              prior_sums, stats_docs):
     """CVB0 for every document of a CSR block, in place on ``doc_topic``; adds to ``counts`` and ``prior_sums``.
 
     Returns the inner iterations summed over documents and the training log
     likelihood ``Σ n_dw log Σ_k θ_dk φ_wk`` at the incoming state.
-    ``prior_sums`` (K + 1; with ``prior_stats`` only) receives Minka's
-    statistics at the outgoing state: ``Σ_d E_q[ψ(n_dk + α_k)] − ψ(α_k)`` for
+    ``prior_sums`` (K + 1) receives Minka's statistics, summed over the
+    documents ``d`` with ``stats_docs[d]``, at the outgoing state: ``Σ_d E_q[ψ(n_dk + α_k)] − ψ(α_k)`` for
     each k, then ``Σ_d ψ(n_d + α₀) − ψ(α₀)``. The expectation is over the
     document's topic count ``n_dk``, a sum of independent Bernoulli(ρ) over its
     tokens, by ``ψ(n + α) − ψ(α) = Σ_{i<n} 1/(α + i)``: the first
@@ -129,7 +129,7 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
                 counts[w, t] += c * rho[j, t]
         for t in range(k):
             doc_topic[d, t] = nd[t]
-        if not prior_stats:
+        if not stats_docs[d]:
             continue
         dist[:, :] = 0.0
         dist[0, :] = 1.0

@@ -101,7 +101,7 @@ def cvb0_step(
     *,
     max_iter: int = 3,
     tol: float = 1e-3,
-    prior_stats: bool = False,
+    prior_stats: bool | np.ndarray = False,
 ) -> CVB0Result:
     """One CVB0 pass over a block of documents (see the module docstring).
 
@@ -121,10 +121,12 @@ def cvb0_step(
         Updates with the own responsibility removed, per document, at most.
     tol : float, default=1e-3
         A document stops when the mean absolute change of its ``N_d`` falls below this.
-    prior_stats : bool, default=False
-        Also return Minka's statistics for ``α`` (:attr:`CVB0Result.prior_sums`;
-        costs about :data:`~jsmf_dask.kernels._cvb0_loop.EXACT_COUNTS` operations
-        per token and topic).
+    prior_stats : bool or ndarray of bool, shape (D,), default=False
+        Also return Minka's statistics for ``α`` (:attr:`CVB0Result.prior_sums`),
+        summed over every document (True) or over those marked (a sample is
+        enough for the ratios Minka's step uses; they cost about
+        :data:`~jsmf_dask.kernels._cvb0_loop.EXACT_COUNTS` operations per token
+        and topic, as much as the update).
 
     Returns
     -------
@@ -139,10 +141,15 @@ def cvb0_step(
     doc_topic = initial_doc_topic(lengths, k) if doc_topic is None else np.array(doc_topic, dtype=np.float64)
     counts = np.zeros((n_words, k))
     prior_sums = np.zeros(k + 1)
+    wanted = prior_stats is True or isinstance(prior_stats, np.ndarray)
+    if isinstance(prior_stats, np.ndarray):
+        stats_docs = np.asarray(prior_stats, dtype=np.bool_)
+    else:
+        stats_docs = np.full(X.shape[0], bool(prior_stats))
     iterations, loglik = cvb0_loop(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, word_topic,
                                    word_topic.sum(axis=0), alpha, float(eta), doc_topic, int(max_iter), float(tol),
-                                   counts, prior_sums, bool(prior_stats))
-    return CVB0Result(doc_topic, counts, prior_sums if prior_stats else None, float(loglik), int(iterations))
+                                   counts, prior_sums, stats_docs)
+    return CVB0Result(doc_topic, counts, prior_sums if wanted else None, float(loglik), int(iterations))
 
 
 def collapsed_topics(word_topic: np.ndarray, eta: float) -> np.ndarray:

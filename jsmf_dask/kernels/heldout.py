@@ -23,7 +23,7 @@ import scipy.sparse as sps
 
 from jsmf_dask.kernels.variational import e_step
 
-__all__ = ["DocumentSplit", "doc_hashes", "heldout_mask", "validation_mask", "split_tokens", "completion_log_likelihood", "PROBABILITY_FLOOR"]
+__all__ = ["DocumentSplit", "doc_hashes", "heldout_mask", "validation_mask", "sample_mask", "split_tokens", "completion_log_likelihood", "PROBABILITY_FLOOR"]
 
 _PERSON = b"jsmf-heldout"
 PROBABILITY_FLOOR = 1e-12  # a scored word no topic can produce (it never occurred in training) scores this
@@ -57,6 +57,14 @@ def validation_mask(doc_ids, fraction: float) -> np.ndarray:
     if fraction <= 0:
         return np.zeros(len(doc_ids), dtype=bool)
     return (doc_hashes(doc_ids) >> np.uint64(11)).astype(np.float64) * 2.0**-53 >= 1.0 - fraction
+
+
+def sample_mask(doc_ids, fraction: float) -> np.ndarray:
+    """True for a sample of about ``fraction`` of the documents, by id alone and independent of the
+    held-out and validation splits (the same hash, remixed)."""
+    if fraction >= 1:
+        return np.ones(len(doc_ids), dtype=bool)
+    return (_mix(doc_hashes(doc_ids)) >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,9 @@ def default_refined_name(source: str, method: str = "cvb0") -> str:
 #: at sweeps 0 / 10 / 20 / 30 / 50: 0.1% over three sweeps is reached near sweep 25, most of the gain.
 PATIENCE = 3
 IMPROVEMENT = 1e-3
+#: Minka's statistics for a learned α are summed over about this many training documents (a sample by id
+#: beyond it: they cost as much as the update itself, and the ratio they feed is settled long before).
+ALPHA_SAMPLE_DOCS = 20000
 
 
 @dataclass
@@ -226,7 +229,9 @@ def refine(
     n_tokens = float(np.asarray(vocab.column("tf")).sum()) * (1.0 - heldout - validation)
     counts = topics_from_model(B0, A0, n_tokens, 0.0)  # the start: expected counts of the spectral model
     params = SweepParams(len(words), method, alpha_vec, eta_now, heldout, validation, inner_iterations, inner_tol,
-                         learn_alpha=alpha == "auto" and method == "cvb0")
+                         learn_alpha=alpha == "auto" and method == "cvb0",
+                         alpha_sample=min(1.0, ALPHA_SAMPLE_DOCS / max(1.0, sum(b.n_rows for b in blocks)
+                                                                       * (1.0 - heldout - validation))))
     records: list[SweepRecord] = []
     stopped = "sweeps"
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:

@@ -36,8 +36,8 @@ from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.kernels.collapsed import collapsed_theta, cvb0_step
-from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, split_tokens, \
-    validation_mask
+from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, sample_mask, \
+    split_tokens, validation_mask
 from jsmf_dask.kernels.variational import e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
@@ -63,6 +63,7 @@ class SweepParams:
     max_inner: int
     inner_tol: float
     learn_alpha: bool = False  # CVB0: also return Minka's statistics for α
+    alpha_sample: float = 1.0  # … over this fraction of the training documents (by id)
 
 
 @dataclass
@@ -126,8 +127,8 @@ def _save_gamma(url: str, gamma: np.ndarray) -> None:
 
 
 def _split(block: Block, params: SweepParams, *, with_heldout: bool = False):
-    """The block's training documents (table, counts), its validation documents' counts and hashes, and
-    (``with_heldout``) its held-out documents' counts and hashes."""
+    """The block's training documents (table, counts), its validation documents' (counts, hashes), and
+    (``with_heldout``) its held-out documents' (counts, hashes)."""
     table = read_block(block, params.n_words)
     ids = table.column("doc_id")
     held = heldout_mask(ids, params.heldout)
@@ -152,12 +153,13 @@ def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[float, int,
 def _sweep_block(block: Block, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
                  state_in: str | None, state_out: str) -> BlockSums:
     """``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored."""
-    _, X, valid = _split(block, params)
+    train, X, valid = _split(block, params)
     update_from, topics = shared
     state = None if state_in is None else _load_gamma(_gamma_url(state_in, index))
     if params.method == "cvb0":
         res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
-                        tol=params.inner_tol, prior_stats=params.learn_alpha)
+                        tol=params.inner_tol,
+                        prior_stats=params.learn_alpha and sample_mask(train.column("doc_id"), params.alpha_sample))
         new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
             res.iterations, res.prior_sums
     else:

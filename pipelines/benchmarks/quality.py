@@ -21,7 +21,9 @@ threads (the embedded default for small work would add a cluster start).
 Corpora: the NIPS papers shipped in ``pipelines/data``, Reuters from
 ``tests/data``, and, from ``--data`` (default ``../shared/data``) when present,
 the NIPS 1987–2003 bag of words and MovieLens ratings as documents; plain-LDA
-synthetic corpora ``lda-20k`` (M 20k, N 5k, K 20) and ``lda-100k`` (M 100k, N 5k, K 50).
+synthetic corpora ``lda-20k`` (M 20k, N 5k, K 20) and ``lda-100k`` (M 100k, N 5k, K 50), and
+``baskets-20k``: 20k baskets of 2–10 items drawn from a known LDA model (300 items, K 10, α 0.1,
+topics from a Dirichlet(0.05)), ingested as ``--format baskets``.
 Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
 corpus (held-out perplexity against seconds) into ``--out``.
 
@@ -46,6 +48,8 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = {"nips-papers": REPO / "pipelines" / "data" / "nips12-raw" / "nipstxt.tar.xz",
            "reuters": REPO / "tests" / "data" / "reuters395" / "docword.reuters395.txt.gz"}
 SYNTHETIC = {"lda-20k": (20000, 5000, 20), "lda-100k": (100000, 5000, 50)}
+#: Short documents from a known model: (baskets, items, K, shortest, longest basket).
+BASKETS = {"baskets-20k": (20000, 300, 10, 2, 10)}
 REFINES = {
     "vb": {"method": "vb", "sweeps": 8, "alpha": 0.1, "eta": 0.01, "validation": 0},
     "cvb0-fixed": {"method": "cvb0", "alpha": 0.1, "eta": 0.05, "validation": 0},
@@ -64,6 +68,20 @@ def _ingest_kwargs(name: str, data: Path) -> dict | None:
     if name == "movielens" and (data / "movielens-small" / "ratings.csv").exists():
         return {"inputs": [str(data / "movielens-small" / "ratings.csv")], "format": "ratings"}
     return None
+
+
+def _write_baskets(path: Path, spec: tuple) -> np.ndarray:
+    """Draw the baskets of ``spec`` into ``path`` (one a line, items ``item<i>``); return the true B."""
+    n_docs, n_items, k, shortest, longest = spec
+    rng = np.random.default_rng(0)
+    B = rng.dirichlet(np.full(n_items, 0.05), size=k).T
+    lines = []
+    for _ in range(n_docs):
+        theta = rng.dirichlet(np.full(k, 0.1))
+        topics = rng.choice(k, size=int(rng.integers(shortest, longest + 1)), p=theta)
+        lines.append(",".join(f"item{rng.choice(n_items, p=B[:, t])}" for t in topics))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return B
 
 
 def _store_peer(root: str, name: str, B: np.ndarray, alpha: np.ndarray, heldout: float) -> None:
@@ -126,6 +144,14 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                     synth(root, n_docs=m, n_words=n, n_topics=kk, doc_length=200, seed=1, topics_from="dirichlet",
                           overwrite=True)
                     truth = read_truth(root)["B"]
+                elif name in BASKETS:
+                    path = Path(args.out) / f"{name}.txt"
+                    drawn = _write_baskets(path, BASKETS[name])
+                    ingest(root, [str(path)], format="baskets", overwrite=True)
+                    from jsmf_dask.io.parquet import read_vocabulary
+                    items = [int(w.removeprefix("item")) for w in read_vocabulary(f"{root}/corpus").column("word")
+                             .to_pylist()]
+                    truth = drawn[items] / drawn[items].sum(axis=0)  # the items seen, renormalised
                 else:
                     ingest(root, overwrite=True, **_ingest_kwargs(name, Path(args.data)))
                 seconds.setdefault("ingest", []).append(time.perf_counter() - t0)
@@ -226,10 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     results = []
     for name in args.corpora.split(","):
-        if name not in SYNTHETIC and _ingest_kwargs(name, Path(args.data)) is None:
+        if name not in SYNTHETIC and name not in BASKETS and _ingest_kwargs(name, Path(args.data)) is None:
             print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
             continue
-        topics = [SYNTHETIC[name][2]] if name in SYNTHETIC else [int(k) for k in args.topics.split(",")]
+        topics = [SYNTHETIC[name][2]] if name in SYNTHETIC else [BASKETS[name][2]] if name in BASKETS else \
+            [int(k) for k in args.topics.split(",")]
         result = run_corpus(name, topics, args)
         results.append(result)
         print(f"\n{name}\n\n{_table(result['rows'])}\n", flush=True)

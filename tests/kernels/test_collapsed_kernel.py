@@ -123,6 +123,13 @@ def test_a_documents_result_does_not_depend_on_its_block():
     np.testing.assert_array_equal(whole.doc_topic, np.vstack([a.doc_topic, b.doc_topic]))
     np.testing.assert_allclose(whole.counts, a.counts + b.counts, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(whole.prior_sums, a.prior_sums + b.prior_sums, rtol=1e-12)
+    # statistics over a sample of the documents are those of the sample alone
+    mask = np.arange(40) % 3 == 0
+    sampled = cvb0_step(X, W, alpha, 0.01, max_iter=5, prior_stats=mask)
+    np.testing.assert_allclose(sampled.prior_sums, cvb0_step(X[mask], W, alpha, 0.01, max_iter=5,
+                                                             prior_stats=True).prior_sums, rtol=1e-12)
+    np.testing.assert_array_equal(sampled.doc_topic, whole.doc_topic)
+    assert cvb0_step(X, W, alpha, 0.01, max_iter=5).prior_sums is None
 
 
 def _lda_corpus(rng, n_docs, n_words, k, length, alpha=0.1, beta=0.05):

@@ -322,3 +322,24 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     fold = np.abs(theta_infer - theta_own).sum(axis=1).mean()
     least = np.abs(lsq - theta_own).sum(axis=1).mean()
     assert fold < 0.5 * least, (fold, least)
+
+
+@pytest.mark.parametrize("argv,status,message", [
+    (["--method", "gibbs"], 2, "argument --method: invalid choice: 'gibbs'"),
+    (["--alpha", "-0.1"], 2, "argument --alpha: expected a number > 0, got '-0.1'"),
+    (["--eta", "lots"], 2, "argument --eta: expected a number > 0, got 'lots'"),
+    (["--validation", "0.05"], 1, "jsmf: error: --validation (0.05) asks to stop by documents that"),
+])
+def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, message, capsys):
+    from jsmf_dask.cli import main
+
+    before = listing(lda_root)
+    argv = ["refine", str(lda_root), "--model", "ap", "--name", "cli", *argv, "--scheduler", "synchronous", "--quiet"]
+    if status == 2:  # argparse's own refusal
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+    else:
+        assert main(argv) == 1
+    assert message in capsys.readouterr().err
+    assert listing(lda_root) == before
