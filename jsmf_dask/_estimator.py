@@ -46,9 +46,11 @@ class RectifiedAnchorWords:
     random_state : int, default=0
         Seed of the eigensolver's start block and of DC's permutations.
     refine_sweeps : int or None, default=None
-        Sweeps of variational Bayes over the documents after the spectral fit
-        (:func:`jsmf_dask.refine`), which bring B's error to Gibbs sampling's
-        (see README, "refine"). None: ``jsmf.refine.sweeps`` (8) when fitting a
+        Sweeps of refinement (CVB0 by default, ``jsmf.refine.method``) over
+        the documents after the spectral fit (:func:`jsmf_dask.refine`), which
+        bring held-out perplexity below Gibbs sampling's (see README,
+        "refine"). None: at most ``jsmf.refine.sweeps`` (50), stopped earlier
+        by its tolerance or the store's validation documents, when fitting a
         run root; 0 keeps the spectral model. :meth:`fit_cooccurrence` has no
         documents, so it does not refine (and refuses ``refine_sweeps > 0``).
 

@@ -149,6 +149,9 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
         "heldout_fraction": "float, documents whose doc_id hash (blake2b, person 'jsmf-heldout') falls below "
                             "this fraction of [0, 1) are not counted (0: none)",
         "n_docs_heldout": "int, documents held out",
+        "validation_fraction": "float, documents whose doc_id hash (the same) is at or above 1 - this fraction are "
+                               "not counted either: refine scores them to decide when to stop (0: none)",
+        "n_docs_validation": "int, documents kept for validation",
         "form": "'dense' (C, D1, D2) or 'compressed' (eigenvalues, eigenvectors, D1); absent means dense",
         "rank": "compressed: int R, the eigenpairs stored",
         "eig_residual": "compressed: max_j ||C v_j - lambda_j v_j|| / |lambda_1| of the stored pairs",
@@ -190,14 +193,19 @@ MODEL_LAYOUT: dict[str, Any] = {
                                    "||C_t||_F, what --tol compares), dist_psd, dist_normalized, dist_nonnegative, "
                                    "eig_residual, n_matmat, seconds; ENN trace: relative_change (of Y Y^T), "
                                    "correction_sum, correction_nnz, shift, eig_residual, n_matmat, seconds; "
-                                   "refined models: bound_per_word, relative_change (of lambda), "
-                                   "inner_iterations, seconds (one per sweep)"},
+                                   "refined models: bound_per_word (VB: the bound per token; CVB0: the training "
+                                   "log likelihood per token), relative_change (of the word-topic counts), "
+                                   "inner_iterations, seconds, alpha_sum, eta (one per sweep), "
+                                   "validation_perplexity (entering each sweep, then of the final topics; NaN "
+                                   "without validation documents)"},
         "alpha": {"dtype": "float64", "shape": ["K"],
                   "meaning": "refined and Gibbs models: the document-topic Dirichlet prior"},
         "lambda": {"dtype": "float64", "shape": ["N", "K"],
-                   "meaning": "refined models: the topics' variational Dirichlet parameters (B = lambda / column sums)"},
+                   "meaning": "refined models: the expected word-topic counts plus eta (VB: the topics' variational "
+                              "Dirichlet parameters); B = lambda / column sums"},
         "doc_topics/part-NNNNN.parquet": {"format": "parquet, the doc_topics schema",
-                                          "meaning": "refined models: each training document's normalised gamma; "
+                                          "meaning": "refined models: each training document's topic weights (VB: "
+                                                     "normalised gamma; CVB0: N_d + alpha normalised); "
                                                      "doc_topics/_infer.json names the model and its topics"},
     },
     "attrs": {
@@ -213,7 +221,15 @@ MODEL_LAYOUT: dict[str, Any] = {
                      "(after cooccur --update or a rebuild, refit)",
         "source": "refined models: {name, rectifier} of the model refinement started from",
         "training": "refined models: {n_docs, n_tokens} trained on",
-        "bound_per_word": "refined models: the final evidence lower bound per training token",
+        "bound_per_word": "refined models: the final bound (VB) or training log likelihood (CVB0) per token",
+        "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
+        "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto')",
+        "validation_fraction": "refined models: the validation documents' fraction (left out of training)",
+        "validation": "refined models: {n_docs, n_tokens, start_perplexity, final_perplexity} of the validation "
+                      "documents",
+        "heldout": "refined models: {n_tokens, start_perplexity, final_perplexity} of the held-out documents under "
+                   "the start's and the refined topics (what the warning compares)",
+        "warnings": "refined models: the warnings given (e.g. ended worse than its start on held-out documents)",
         "created": "str", "versions": "object",
     },
 }
