@@ -1,7 +1,8 @@
 """The compiled per-document loop of batch CVB0 (numba; no dask, no I/O).
 
 See :func:`jsmf_dask.kernels.collapsed.cvb0_step` for the update and the
-notation. A document's responsibilities exist only in ``rho`` (its distinct
+notation. The loop releases the GIL, so blocks run in parallel on the threads
+scheduler too. A document's responsibilities exist only in ``rho`` (its distinct
 words × K) while it is processed; everything is float64 and each document's
 arithmetic is the same whichever block it is in.
 """
@@ -23,7 +24,7 @@ _TINY = 1e-300
 EXACT_COUNTS = 10
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_topic, max_iter, tol, counts,
               prior_sums, stats_docs):
     """CVB0 for every document of a CSR block, in place on ``doc_topic``; adds to ``counts`` and ``prior_sums``.

@@ -33,7 +33,7 @@ def digamma(x: float) -> float:
     return r + math.log(x) - 0.5 / x + tail
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def e_step_loop(indptr, indices, data, exp_elog_beta, alpha, gamma, max_iter, tol, counts):
     """VB E-step of every document of a CSR block, in place on ``gamma``.
 
