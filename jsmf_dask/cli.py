@@ -236,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end-with", choices=("nonnegative", "psd"), default="nonnegative",
                    help="AP's last projection (default: nonnegative)")
     p.add_argument("--solver", choices=SOLVERS, default="exact", help="B solver (default: exact)")
-    p.add_argument("--min-anchor-df", type=int, help="document-frequency floor of anchor words (default: 3)")
+    p.add_argument("--min-anchor-df", type=int,
+                   help="document-frequency floor of anchor words (default: jsmf.fit.min-anchor-df, 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the eigensolver's random start (default: 0)")
     p.add_argument("--name", help="model name (default: k<K>-<rectifier>)")
     p.add_argument("--warm-start", metavar="NAME",
