@@ -39,11 +39,14 @@ def doc_hashes(doc_ids) -> np.ndarray:
     )
 
 
+def _position(hashes: np.ndarray) -> np.ndarray:
+    """Document hashes as numbers in [0, 1) (their top 53 bits)."""
+    return (hashes >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
 def heldout_mask(doc_ids, fraction: float) -> np.ndarray:
     """True for the documents held out: those whose hash, as a number in [0, 1), is below ``fraction``."""
-    if fraction <= 0:
-        return np.zeros(len(doc_ids), dtype=bool)
-    return (doc_hashes(doc_ids) >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+    return DocumentSplit(heldout=fraction).masks(doc_ids)[0]
 
 
 def validation_mask(doc_ids, fraction: float) -> np.ndarray:
@@ -54,17 +57,15 @@ def validation_mask(doc_ids, fraction: float) -> np.ndarray:
     documents a fit uses to choose when to stop are never the ones it is
     evaluated on.
     """
-    if fraction <= 0:
-        return np.zeros(len(doc_ids), dtype=bool)
-    return (doc_hashes(doc_ids) >> np.uint64(11)).astype(np.float64) * 2.0**-53 >= 1.0 - fraction
+    return DocumentSplit(validation=fraction).masks(doc_ids)[1]
 
 
-def sample_mask(doc_ids, fraction: float) -> np.ndarray:
-    """True for a sample of about ``fraction`` of the documents, by id alone and independent of the
-    held-out and validation splits (the same hash, remixed)."""
+def sample_mask(hashes: np.ndarray, fraction: float) -> np.ndarray:
+    """True for a sample of about ``fraction`` of the documents of ``hashes`` (:func:`doc_hashes`), by id
+    alone and independent of the held-out and validation splits (the same hash, remixed)."""
     if fraction >= 1:
-        return np.ones(len(doc_ids), dtype=bool)
-    return (_mix(doc_hashes(doc_ids)) >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+        return np.ones(len(hashes), dtype=bool)
+    return _position(_mix(hashes)) < fraction
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,14 @@ class DocumentSplit:
     heldout: float = 0.0
     validation: float = 0.0
 
-    def masks(self, doc_ids) -> tuple[np.ndarray, np.ndarray]:
-        """``(held_out, validation)`` boolean masks of ``doc_ids`` (disjoint)."""
-        return heldout_mask(doc_ids, self.heldout), validation_mask(doc_ids, self.validation)
+    def masks(self, doc_ids=None, *, hashes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(held_out, validation)`` boolean masks (disjoint) of ``doc_ids``, or of their ``hashes``
+        (:func:`doc_hashes`) when the caller has them already."""
+        hashes = doc_hashes(doc_ids) if hashes is None else hashes
+        position = _position(hashes)
+        held = position < self.heldout if self.heldout > 0 else np.zeros(len(hashes), dtype=bool)
+        valid = position >= 1.0 - self.validation if self.validation > 0 else np.zeros(len(hashes), dtype=bool)
+        return held, valid
 
     def training(self, doc_ids) -> np.ndarray:
         """True for the documents that are neither held out nor validation."""

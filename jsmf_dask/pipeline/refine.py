@@ -38,6 +38,7 @@ from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_validation_fraction, zarr_store
 from jsmf_dask.kernels.metrics import topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step
+from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.kernels.variational import dirichlet_expectation, moment_alpha, topic_bound, topics_from_model
 from jsmf_dask.pipeline.cooccur import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
@@ -228,7 +229,8 @@ def refine(
     eta_now = 0.01 if eta == "auto" else float(eta)
     n_tokens = float(np.asarray(vocab.column("tf")).sum()) * (1.0 - heldout - validation)
     counts = topics_from_model(B0, A0, n_tokens, 0.0)  # the start: expected counts of the spectral model
-    params = SweepParams(len(words), method, alpha_vec, eta_now, heldout, validation, inner_iterations, inner_tol,
+    params = SweepParams(len(words), method, alpha_vec, eta_now, DocumentSplit(heldout, validation), inner_iterations,
+                         inner_tol,
                          learn_alpha=alpha == "auto" and method == "cvb0",
                          alpha_sample=min(1.0, ALPHA_SAMPLE_DOCS / max(1.0, sum(b.n_rows for b in blocks)
                                                                        * (1.0 - heldout - validation))))
@@ -256,7 +258,7 @@ def refine(
             counts = total.counts
             rec = SweepRecord(s, sweeps, entering, change, total.iterations / total.n_docs,
                               time.perf_counter() - t0, _perplexity(total), float(params.alpha.sum()), params.eta,
-                              _topics(counts, params.eta))
+                              collapsed_topics(counts, params.eta))
             records.append(rec)
             if on_sweep is not None:
                 on_sweep(rec)
@@ -277,7 +279,7 @@ def refine(
         else:
             final_bound = final.bound / final.n_tokens
         remove(scratch, root=root)
-        B = _topics(counts, params.eta)
+        B = collapsed_topics(counts, params.eta)  # W + η, columns normalised: CVB0's φ and VB's mean of λ alike
         shown = display_words(corpus, words)
         write_file(join(tmp, "doc_topics", INFER_INFO), topic_info(name, B, np.zeros(0, dtype=np.int64), shown),
                    root=root)
@@ -343,17 +345,12 @@ def refine(
     return result
 
 
-def _topics(counts: np.ndarray, eta: float) -> np.ndarray:
-    """B from expected word–topic counts: ``(W + η)`` with columns normalised (CVB0's φ, VB's mean of λ)."""
-    return collapsed_topics(counts, eta)
-
-
 def _shared(method: str, counts: np.ndarray, eta: float):
     """The arrays every task of a sweep reads, in the graph (a task that must rerun can always get them):
     what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])`` of ``λ = η + W``) and the topics the
     validation documents are scored under."""
     update_from = counts if method == "cvb0" else np.exp(dirichlet_expectation(eta + counts, axis=0))
-    return dask.delayed((update_from, _topics(counts, eta)), pure=True)
+    return dask.delayed((update_from, collapsed_topics(counts, eta)), pure=True)
 
 
 def _perplexity(total) -> float:

@@ -36,8 +36,8 @@ from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.kernels.collapsed import collapsed_theta, cvb0_step
-from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, sample_mask, \
-    split_tokens, validation_mask
+from jsmf_dask.kernels.heldout import DocumentSplit, completion_log_likelihood, doc_hashes, sample_mask, \
+    split_tokens
 from jsmf_dask.kernels.variational import e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
@@ -58,8 +58,7 @@ class SweepParams:
     method: str
     alpha: np.ndarray
     eta: float
-    heldout: float
-    validation: float
+    split: DocumentSplit  # the held-out and validation documents, left out of the sweeps
     max_inner: int
     inner_tol: float
     learn_alpha: bool = False  # CVB0: also return Minka's statistics for α
@@ -126,19 +125,16 @@ def _save_gamma(url: str, gamma: np.ndarray) -> None:
         np.save(f, gamma)
 
 
-def _split(block: Block, params: SweepParams, *, with_heldout: bool = False):
-    """The block's training documents (table, counts), its validation documents' (counts, hashes), and
-    (``with_heldout``) its held-out documents' (counts, hashes)."""
+def _split(block: Block, params: SweepParams):
+    """The block's training documents' (counts, hashes), its validation documents' and its held-out documents'
+    (each document's id hashed once), and the training documents' table."""
     table = read_block(block, params.n_words)
-    ids = table.column("doc_id")
-    held = heldout_mask(ids, params.heldout)
-    valid = validation_mask(ids, params.validation)
+    hashes = doc_hashes(table.column("doc_id"))
+    held, valid = params.split.masks(hashes=hashes)
     X = block_counts(table, params.n_words)
     train = ~(held | valid)
-    out = (table.filter(pa.array(train)), X[train], (X[valid], doc_hashes(ids.filter(pa.array(valid)))))
-    if with_heldout:
-        return (*out, (X[held], doc_hashes(ids.filter(pa.array(held)))))
-    return out
+    return (X[train], hashes[train]), (X[valid], hashes[valid]), (X[held], hashes[held]), \
+        table.filter(pa.array(train))
 
 
 def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[float, int, int]:
@@ -153,13 +149,13 @@ def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[float, int,
 def _sweep_block(block: Block, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
                  state_in: str | None, state_out: str) -> BlockSums:
     """``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored."""
-    train, X, valid = _split(block, params)
+    (X, train_hashes), valid, _, _ = _split(block, params)
     update_from, topics = shared
     state = None if state_in is None else _load_gamma(_gamma_url(state_in, index))
     if params.method == "cvb0":
         res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
                         tol=params.inner_tol,
-                        prior_stats=params.learn_alpha and sample_mask(train.column("doc_id"), params.alpha_sample))
+                        prior_stats=params.learn_alpha and sample_mask(train_hashes, params.alpha_sample))
         new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
             res.iterations, res.prior_sums
     else:
@@ -175,7 +171,7 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
                   state_in: str, out_dir: str) -> BlockSums:
     """``start``: the source model's ``B`` and document prior, scored on the held-out documents beside the
     final topics (what the refined model is compared with; no choice of the fit depends on it)."""
-    table, X, valid, held = _split(block, params, with_heldout=True)
+    (X, _), valid, held, table = _split(block, params)
     update_from, topics = shared
     state = _load_gamma(_gamma_url(state_in, index))
     if params.method == "cvb0":
