@@ -225,8 +225,8 @@ MODEL_LAYOUT: dict[str, Any] = {
         "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
         "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto')",
         "validation_fraction": "refined models: the validation documents' fraction (left out of training)",
-        "validation": "refined models: {n_docs, n_tokens, start_perplexity, final_perplexity} of the validation "
-                      "documents",
+        "validation": "refined models: {n_docs, n_tokens, sample, start_perplexity, final_perplexity} of the "
+                      "validation documents scored (a sample of that fraction of them, by id)",
         "heldout": "refined models: {n_tokens, start_perplexity, final_perplexity} of the held-out documents under "
                    "the start's and the refined topics (what the warning compares)",
         "warnings": "refined models: the warnings given (e.g. ended worse than its start on held-out documents)",

@@ -20,6 +20,11 @@ _FASTMATH = {"reassoc", "contract"}
 _TINY = 1e-300
 
 
+#: With every topic total ``T_k`` at least this, ``1/(T_k + Nη − ρ)`` (``ρ ≤ 1``) is computed as
+#: ``(1 + x)(1 + x²)(1 + x⁴)/(T_k + Nη)`` with ``x = ρ/(T_k + Nη) ≤ 0.01``: the geometric series to ``x⁷``,
+#: relative error ``x⁸ ≤ 1e-16``, and no division in the innermost loop (about half its time).
+SERIES_MIN_TOTAL = 100.0
+
 #: Topic counts below this are summed exactly in E_q[ψ(n + α)] (see ``cvb0_loop``'s ``prior_sums``).
 EXACT_COUNTS = 10
 
@@ -45,8 +50,8 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
     longest = 1
     for d in range(n_docs):
         longest = max(longest, indptr[d + 1] - indptr[d])
-    rho = np.empty((longest, k))
-    new = np.empty((longest, k))
+    buffers = np.empty((2, longest, k))  # ρ and its update, swapped after each iteration
+    rows = np.empty((longest, k))  # the document's rows of W, gathered once: they stay in cache for its iterations
     nd = np.empty(k)
     nd_new = np.empty(k)
     denom = np.empty(k)
@@ -59,8 +64,10 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
     for t in range(k):
         psi_alpha[t] = digamma(alpha[t])
     psi_alpha_sum = digamma(alpha_sum)
+    series = True
     for t in range(k):
         denom[t] = 1.0 / (topic_total[t] + n_eta)
+        series = series and topic_total[t] >= SERIES_MIN_TOTAL
     iterations = 0
     loglik = 0.0
     for d in range(n_docs):
@@ -71,19 +78,25 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
             n_d += data[start + j]
         for t in range(k):
             nd[t] = doc_topic[d, t]
+        rho = buffers[0]
+        new = buffers[1]
         # start: one update from the incoming counts, nothing removed (the document's old responsibilities
         # are not kept); its normaliser is the likelihood of the word under the incoming state
         for j in range(length):
             w = indices[start + j]
+            for t in range(k):
+                rows[j, t] = word_topic[w, t]
+        for j in range(length):
             s = 0.0
             for t in range(k):
-                v = (word_topic[w, t] + eta) * denom[t] * (nd[t] + alpha[t])
+                v = (rows[j, t] + eta) * denom[t] * (nd[t] + alpha[t])
                 rho[j, t] = v
                 s += v
             s += _TINY
             loglik += data[start + j] * math.log(s / (n_d + alpha_sum))
+            inv = 1.0 / s
             for t in range(k):
-                rho[j, t] /= s
+                rho[j, t] *= inv
         for t in range(k):
             nd[t] = 0.0
         for j in range(length):
@@ -95,31 +108,38 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
             for t in range(k):
                 nd_new[t] = 0.0
             for j in range(length):
-                w = indices[start + j]
                 s = 0.0
-                for t in range(k):
-                    r = rho[j, t]
-                    word = word_topic[w, t] - r
-                    if word < 0.0:
-                        word = 0.0
-                    total = topic_total[t] - r
-                    if total < 0.0:
-                        total = 0.0
-                    v = (word + eta) / (total + n_eta) * (nd[t] - r + alpha[t])
-                    new[j, t] = v
-                    s += v
-                s += _TINY
+                if series:  # 1/(T_k + Nη − ρ) without a division: see SERIES_MIN_TOTAL
+                    for t in range(k):
+                        r = rho[j, t]
+                        word = rows[j, t] - r
+                        word = word if word > 0.0 else 0.0
+                        x = r * denom[t]
+                        x2 = x * x
+                        v = (word + eta) * denom[t] * ((1.0 + x) * (1.0 + x2) * (1.0 + x2 * x2)) \
+                            * (nd[t] - r + alpha[t])
+                        new[j, t] = v
+                        s += v
+                else:
+                    for t in range(k):
+                        r = rho[j, t]
+                        word = rows[j, t] - r
+                        word = word if word > 0.0 else 0.0
+                        total = topic_total[t] - r
+                        total = total if total > 0.0 else 0.0
+                        v = (word + eta) / (total + n_eta) * (nd[t] - r + alpha[t])
+                        new[j, t] = v
+                        s += v
+                inv = 1.0 / (s + _TINY)
                 c = data[start + j]
                 for t in range(k):
-                    new[j, t] /= s
+                    new[j, t] *= inv
                     nd_new[t] += c * new[j, t]
             change = 0.0
             for t in range(k):
                 change += abs(nd_new[t] - nd[t])
                 nd[t] = nd_new[t]
-            for j in range(length):
-                for t in range(k):
-                    rho[j, t] = new[j, t]
+            rho, new = new, rho
             iterations += 1
             if change / k < tol:
                 break
@@ -136,12 +156,13 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
         dist[0, :] = 1.0
         for j in range(length):
             for _ in range(int(data[start + j])):  # each token of the word: one Bernoulli(ρ) per topic
+                for t in range(k):  # topics innermost, so that it vectorises
+                    dist[EXACT_COUNTS, t] += dist[EXACT_COUNTS - 1, t] * rho[j, t]
+                for m in range(EXACT_COUNTS - 1, 0, -1):
+                    for t in range(k):
+                        dist[m, t] = dist[m, t] * (1.0 - rho[j, t]) + dist[m - 1, t] * rho[j, t]
                 for t in range(k):
-                    r = rho[j, t]
-                    dist[EXACT_COUNTS, t] += dist[EXACT_COUNTS - 1, t] * r
-                    for m in range(EXACT_COUNTS - 1, 0, -1):
-                        dist[m, t] = dist[m, t] * (1.0 - r) + dist[m - 1, t] * r
-                    dist[0, t] *= 1.0 - r
+                    dist[0, t] *= 1.0 - rho[j, t]
         for t in range(k):
             below = 0.0
             s = 0.0

@@ -7,8 +7,8 @@ its training documents from their state of the previous sweep (CVB0:
 :func:`jsmf_dask.kernels.variational.e_step`, the state ``γ``) and returns the
 block's expected word–topic counts (N×K); a tree of sums reduces them, so the
 driver receives one N×K array a sweep and never a per-document object. The
-same task scores the block's validation documents by document completion
-under the topics entering the sweep (:func:`jsmf_dask.kernels.heldout.completion_log_likelihood`,
+same task scores the block's validation documents (a sample of them by id
+beyond a few thousand) by document completion under the topics entering the sweep (:func:`jsmf_dask.kernels.heldout.completion_log_likelihood`,
 the scorer of ``evaluate``), so stopping by validation costs no extra pass.
 The state stays out of the driver: each task reads its block's state from
 ``<scratch>/gamma-<s mod 2>/`` and writes the new one to the other
@@ -63,6 +63,7 @@ class SweepParams:
     inner_tol: float
     learn_alpha: bool = False  # CVB0: also return Minka's statistics for α
     alpha_sample: float = 1.0  # … over this fraction of the training documents (by id)
+    validation_sample: float = 1.0  # the validation documents scored: this fraction of them (by id)
 
 
 @dataclass
@@ -126,14 +127,16 @@ def _save_gamma(url: str, gamma: np.ndarray) -> None:
 
 
 def _split(block: Block, params: SweepParams):
-    """The block's training documents' (counts, hashes), its validation documents' and its held-out documents'
-    (each document's id hashed once), and the training documents' table."""
+    """The block's training documents' (counts, hashes), its scored validation documents' (a sample of
+    ``params.validation_sample`` of them) and its held-out documents' (each document's id hashed once), and the
+    training documents' table."""
     table = read_block(block, params.n_words)
     hashes = doc_hashes(table.column("doc_id"))
     held, valid = params.split.masks(hashes=hashes)
     X = block_counts(table, params.n_words)
     train = ~(held | valid)
-    return (X[train], hashes[train]), (X[valid], hashes[valid]), (X[held], hashes[held]), \
+    scored = valid & sample_mask(hashes, params.validation_sample)
+    return (X[train], hashes[train]), (X[scored], hashes[scored]), (X[held], hashes[held]), \
         table.filter(pa.array(train))
 
 

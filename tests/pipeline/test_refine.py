@@ -6,7 +6,7 @@ import dask
 import numpy as np
 import pytest
 
-from jsmf_dask import cooccur, evaluate, fit, infer, open_model, report, synth
+from jsmf_dask import cooccur, evaluate, fit, infer, open_cooccurrence, open_model, report, synth
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.kernels.metrics import match_topics
 from jsmf_dask.pipeline.infer import read_doc_topics
@@ -256,13 +256,30 @@ def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     assert 0.005 < m.attrs["eta"] < 0.5 and m.trace["eta"].shape == (r.n_iter,)
     assert m.attrs["validation"]["n_docs"] > 150 and m.attrs["heldout"]["final_perplexity"] is not None
     # the validation and held-out documents are never trained on
-    from jsmf_dask import open_cooccurrence
+
     held = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs["n_docs_heldout"]
     assert m.attrs["training"]["n_docs"] + m.attrs["validation"]["n_docs"] == 5000 - held
     assert m.attrs["validation"]["n_docs"] == open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs[
         "n_docs_validation"]
     assert m.attrs["heldout"]["final_perplexity"] < m.attrs["heldout"]["start_perplexity"]
     assert m.attrs["warnings"] == []
+
+
+def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
+    import jsmf_dask.pipeline.refine as refine_module
+
+    refine(plain_lda_root, model="ap", sweeps=3, tol=None, name="all-scored")
+    monkeypatch.setattr(refine_module, "VALIDATION_SCORED_DOCS", 100)
+    refine(plain_lda_root, model="ap", sweeps=3, tol=None, name="capped")
+    full, capped = open_model(plain_lda_root, "all-scored"), open_model(plain_lda_root, "capped")
+    n_valid = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs["n_docs_validation"]
+    assert full.attrs["validation"]["n_docs"] == n_valid and full.attrs["validation"]["sample"] == 1.0
+    assert capped.attrs["validation"]["sample"] == pytest.approx(100 / (5000 * 0.05))  # of those expected
+    # about 100 of them (binomial: sd ≈ 7), the same documents at every sweep: the curve is one set's
+    assert 70 <= capped.attrs["validation"]["n_docs"] <= 130
+    assert capped.attrs["training"] == full.attrs["training"]  # the others are left out of training all the same
+    np.testing.assert_array_equal(capped.arrays["B"], full.arrays["B"])  # three sweeps, no stop: same topics
+    assert not np.allclose(capped.trace["validation_perplexity"], full.trace["validation_perplexity"])
 
 
 def test_a_refinement_worse_than_its_start_warns(plain_lda_root):
