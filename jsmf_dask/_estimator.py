@@ -8,12 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from jsmf_dask._validation import check_int, check_option
+from jsmf_dask._validation import check_int
 from jsmf_dask.exceptions import InvalidParameterError, NotFittedError
 from jsmf_dask.kernels.factorize import find_anchors, recover, recover_low_rank, rectify
-from jsmf_dask.kernels.lowrank import enn_rectify, law_anchors, law_coordinates
-from jsmf_dask.kernels.rectify import top_eigenpairs
-from jsmf_dask.kernels.recover import SOLVERS
+from jsmf_dask.kernels.enn import enn_rectify
+from jsmf_dask.kernels.law import law_anchors, law_coordinates
+from jsmf_dask.kernels.eigen import top_eigenpairs
+from jsmf_dask.parameters import PARAMETERS, parameter
 
 __all__ = ["RectifiedAnchorWords"]
 
@@ -27,11 +28,13 @@ class RectifiedAnchorWords:
     ----------
     n_topics : int, default=10
         K, the number of topics (``2 <= K < N``).
-    rectifier : {'ap', 'dc', 'enn', 'none'}, default='ap'
+    rectifier : {'ap', 'dc', 'enn', 'none'} or None, default=None
         Alternating projection, diagonal completion, ε-non-negative
         rectification with low-rank anchor inference (O(N·K) memory; the only
         one a compressed store, ``cooccur(rank=...)``, supports), or none (the
-        Baseline of Arora et al. 2013).
+        Baseline of Arora et al. 2013). None: :func:`jsmf_dask.fit`'s choice
+        (AP where its in-task path fits the workers, else ENN; ENN on a
+        compressed store); AP in :meth:`fit_cooccurrence`.
     max_iter : int, default=150
         AP or ENN cycles.
     tol : float or None, default=None
@@ -41,15 +44,15 @@ class RectifiedAnchorWords:
         AP's last projection.
     solver : {'exact', 'eg'}, default='exact'
         Simplex least-squares solver for B.
-    min_anchor_df : int or None, default=None
-        Document-frequency floor of anchor words (None: ``jsmf.fit.min-anchor-df``).
+    min_anchor_df : int, default=10
+        Document-frequency floor of anchor words (:meth:`fit_cooccurrence`: applied when ``doc_freq`` is given).
     random_state : int, default=0
         Seed of the eigensolver's start block and of DC's permutations.
     refine_sweeps : int or None, default=None
-        Sweeps of refinement (CVB0 by default, ``jsmf.refine.method``) over
+        Sweeps of refinement (CVB0, :func:`jsmf_dask.refine`'s default method) over
         the documents after the spectral fit (:func:`jsmf_dask.refine`), which
         bring held-out perplexity below Gibbs sampling's (see README,
-        "refine"). None: at most ``jsmf.refine.sweeps`` (50), stopped earlier
+        "refine"). None: at most refine's default sweeps (50), stopped earlier
         by its tolerance or the store's validation documents, when fitting a
         run root; 0 keeps the spectral model. :meth:`fit_cooccurrence` has no
         documents, so it does not refine (and refuses ``refine_sweeps > 0``).
@@ -78,7 +81,7 @@ class RectifiedAnchorWords:
     rectification_history_ : dict of str to ndarray
         AP's per-iteration trace (``delta``, ``relative_change``, ``dist_psd``, ``dist_normalized``,
         ``dist_nonnegative``, ``eig_residual``, ``n_matmat``, ``seconds``), or
-        ENN's (:class:`~jsmf_dask.kernels.lowrank.ENNTrace`).
+        ENN's (:class:`~jsmf_dask.kernels.enn.ENNTrace`).
     eigenvalues_ : ndarray, shape (n_topics,)
         Top eigenvalues of the rectified ``C``.
     n_iter_ : int
@@ -96,9 +99,9 @@ class RectifiedAnchorWords:
     [1, 0]
     """
 
-    def __init__(self, n_topics: int = 10, *, rectifier: str = "ap", max_iter: int = 150,
+    def __init__(self, n_topics: int = 10, *, rectifier: str | None = None, max_iter: int = 150,
                  tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
-                 min_anchor_df: int | None = None, random_state: int = 0, refine_sweeps: int | None = None):
+                 min_anchor_df: int = 10, random_state: int = 0, refine_sweeps: int | None = None):
         self.n_topics = n_topics
         self.rectifier = rectifier
         self.max_iter = max_iter
@@ -133,21 +136,17 @@ class RectifiedAnchorWords:
         return f"{_OWNER}({', '.join(shown)})"
 
     def _validate_params(self, n_words: int | None = None) -> None:
-        check_int(self.n_topics, "n_topics", _OWNER, low=2, high=None if n_words is None else n_words - 1)
-        check_option(self.rectifier, "rectifier", _OWNER, ("ap", "dc", "enn", "none"))
-        check_int(self.max_iter, "max_iter", _OWNER, low=1)
-        check_option(self.end_with, "end_with", _OWNER, ("nonnegative", "psd"))
+        """Each parameter against :data:`jsmf_dask.parameters.PARAMETERS` (``refine_sweeps`` also takes 0 and
+        None: no refinement, the stage's default)."""
+        for entry in PARAMETERS:
+            if entry.estimator and entry.estimator != "refine_sweeps":
+                entry.check(getattr(self, entry.estimator), _OWNER, name=entry.estimator)
+        if n_words is not None:
+            check_int(self.n_topics, "n_topics", _OWNER, low=2, high=n_words - 1)
         if self.rectifier == "enn" and self.end_with != "nonnegative":
             raise InvalidParameterError(f"{_OWNER}: rectifier='enn' always ends with its non-negativity correction; "
                                         f"end_with={self.end_with!r} is for 'ap'")
-        check_option(self.solver, "solver", _OWNER, SOLVERS)
-        check_int(self.min_anchor_df, "min_anchor_df", _OWNER, low=0, allow_none=True)
-        check_int(self.random_state, "random_state", _OWNER, low=0)
         check_int(self.refine_sweeps, "refine_sweeps", _OWNER, low=0, allow_none=True)
-        if self.tol is not None and not (isinstance(self.tol, float | int) and self.tol > 0):
-            raise InvalidParameterError(
-                f"The 'tol' parameter of {_OWNER} must be a float in the range (0, inf) or None. Got {self.tol!r} instead."
-            )
 
     # ----------------------------------------------------------------- fit
     def fit(self, X: str | os.PathLike, y: None = None, *, name: str | None = None,
@@ -162,7 +161,7 @@ class RectifiedAnchorWords:
             Ignored.
         name : str, optional
             Model name under ``<root>/model.zarr`` (default ``k<K>-<rectifier>``);
-            the refined model is stored beside it as ``<name>-<method>`` (``jsmf.refine.method``).
+            the refined model is stored beside it as ``<name>-cvb0``.
         overwrite : bool, default=False
             Replace models of the same names.
 
@@ -170,13 +169,12 @@ class RectifiedAnchorWords:
         -------
         self
         """
-        from jsmf_dask import config
         from jsmf_dask.pipeline.fit import fit as fit_stage
         from jsmf_dask.io.model_store import open_model
         from jsmf_dask.pipeline.refine import default_refined_name, refine
 
         self._validate_params()
-        sweeps = config.get("refine.sweeps", self.refine_sweeps)
+        sweeps = parameter("refine", "sweeps").default if self.refine_sweeps is None else self.refine_sweeps
         root = os.fspath(X)
         result = fit_stage(
             root, n_topics=self.n_topics, rectifier=self.rectifier, iterations=self.max_iter,
@@ -187,7 +185,7 @@ class RectifiedAnchorWords:
                          result.eigenvalues, result.n_iter)
         if sweeps:
             refined = refine(root, model=result.name, sweeps=sweeps,
-                             name=default_refined_name(result.name, config.get("refine.method")), overwrite=overwrite)
+                             name=default_refined_name(result.name), overwrite=overwrite)
             self.components_ = np.ascontiguousarray(refined.B.T)
             self.topic_topic_ = refined.A
             self.doc_topic_prior_ = open_model(root, refined.name).arrays["alpha"]
@@ -220,7 +218,7 @@ class RectifiedAnchorWords:
         if not np.isfinite(C).all() or C.min() < 0:
             raise InvalidParameterError("C must be finite and non-negative")
         self._validate_params(C.shape[0])
-        floor = self.min_anchor_df or 0
+        floor = self.min_anchor_df
         candidates = None if doc_freq is None else np.asarray(doc_freq) >= floor
         rng = np.random.default_rng(self.random_state)
         if self.rectifier == "enn":
@@ -232,7 +230,7 @@ class RectifiedAnchorWords:
             rec = recover_low_rank(low, Z, p, anchors, solver=self.solver)
             self._set_fitted(rec.B, rec.A, rec.A_least_squares, anchors, trace.as_arrays(), eig.values, n_iter)
         else:
-            rect = rectify(C, self.n_topics, rectifier=self.rectifier, iterations=self.max_iter, tol=self.tol,
+            rect = rectify(C, self.n_topics, rectifier=self.rectifier or "ap", iterations=self.max_iter, tol=self.tol,
                            end_with=self.end_with, rng=rng)
             anchors, _ = find_anchors(rect.C, self.n_topics, candidates=candidates)
             rec = recover(rect.C, anchors, solver=self.solver)

@@ -31,30 +31,6 @@ LOCAL_SCHEDULERS = ("synchronous", "threads")
 _BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
-class _DropReportedElsewhere(logging.Filter):
-    """Drops the worker records whose news reaches the user another way.
-
-    - "Compute Failed …" with the task's traceback: the exception reaches the
-      client, which reports it once.
-    - "Failed to communicate with scheduler during heartbeat" with a
-      ``CommClosedError`` traceback: a heartbeat sent while the embedded
-      cluster shuts down (the scheduler lives in the client's process, so it
-      is gone only when the client closes it or is gone itself).
-    """
-
-    DROPPED = ("Compute Failed", "Failed to communicate with scheduler during heartbeat")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.DROPPED)
-
-
-def quiet_worker_log() -> None:
-    """Install :class:`_DropReportedElsewhere` on this process's worker logger (each LocalCluster worker's setup)."""
-    logger = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, _DropReportedElsewhere) for f in logger.filters):
-        logger.addFilter(_DropReportedElsewhere())
-
-
 def _client(scheduler: str, timeout: float):
     """A :class:`distributed.Client` of ``scheduler``, or :class:`ClusterError` within ``timeout`` seconds.
 

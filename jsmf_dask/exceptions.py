@@ -43,6 +43,28 @@ class StoreError(JSMFError):
     """A store (corpus, co-occurrence) is missing, incomplete or inconsistent."""
 
 
+class RankDeficientError(JSMFError):
+    """The co-occurrence matrix has fewer linearly independent candidate anchor rows than topics asked for.
+
+    Attributes
+    ----------
+    rank : int
+        The candidate rows found independent (C's numerical rank among the words allowed as anchors).
+    n_topics : int
+        The K asked for.
+    """
+
+    def __init__(self, rank: int, n_topics: int):
+        self.rank, self.n_topics = rank, n_topics
+        super().__init__(
+            f"the co-occurrence matrix has numerical rank {rank} after rectification among the words allowed as "
+            f"anchors: only {rank} linearly independent candidate rows, so it cannot give {n_topics} anchors; "
+            f"this corpus supports at most {rank} topics (ask for fewer topics, or lower min_anchor_df)")
+
+    def __reduce__(self):  # raised inside a task: rebuilt from its fields on the client
+        return type(self), (self.rank, self.n_topics)
+
+
 class ClusterError(JSMFError):
     """The Dask scheduler named by the user cannot be reached."""
 

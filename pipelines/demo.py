@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
           "lost -[...] per topic)")
     print("\n".join(refined.lines(12)))
     print("\n".join(refined.changes()))
-    print(f"models: {model.path}, {refined.path}; topics: {args.root}/topics/")
+    print(f"models: {model.url}, {refined.url}; topics: {args.root}/topics/")
     print(f"report: {html}")
     print(f"done in {time.perf_counter() - t0:.1f} s; outputs under {args.root}/")
     return 0

@@ -17,6 +17,12 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("explore", print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "explore"))
 
+
+def examples(n: int) -> int:
+    """A property test's number of examples: ``n``, or ``HYPOTHESIS_EXAMPLES`` when set (``HYPOTHESIS_EXAMPLES=200
+    pytest tests/kernels`` explores more)."""
+    return int(os.environ.get("HYPOTHESIS_EXAMPLES") or n)
+
 import jsmf_dask  # noqa: F401  (registers the jsmf dask.config defaults before any test sets jsmf.* keys)
 
 DATA = Path(__file__).parent / "data"

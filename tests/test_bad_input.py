@@ -277,10 +277,7 @@ def _config(tmp: Path, text: str) -> str:
 
 
 CLI_CASES = [
-    ("fit-k-too-small", lambda r, t: ["fit", r, "--topics", "1"], r"^jsmf: error: --topics must be an int in the range \[2, inf\)"),
     ("fit-k-too-large", lambda r, t: ["fit", r, "--topics", "80"], r"in the range \[2, 79\] for a vocabulary of 80"),
-    ("fit-iterations", lambda r, t: ["fit", r, "--topics", "3", "--iterations", "0"], r"--iterations must be an int"),
-    ("fit-tol", lambda r, t: ["fit", r, "--topics", "3", "--tol", "-1"], r"--tol must be a float > 0"),
     ("fit-anchor-floor", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "100000", "--name", "new"],
      r"only \d+ words occur in at least --min-anchor-df 100000 documents"),
     ("fit-existing-model", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "0"],
@@ -327,8 +324,6 @@ CLI_CASES = [
 def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, monkeypatch, make_args, match):
     import re
 
-    import time
-
     from jsmf_dask import cluster
 
     started = []
@@ -337,22 +332,24 @@ def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, mon
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     args = make_args(str(fitted), tmp_path)  # on the embedded default: a LocalCluster, started on demand
     before, before_tmp = listing(fitted), listing(tmp_path)
-    t0 = time.perf_counter()
     assert main([*args, "--quiet"]) == 1
-    seconds = time.perf_counter() - t0
     err = capsys.readouterr().err
     assert err.startswith("jsmf: error: ") and re.search(match, err), err
     assert listing(fitted) == before and listing(tmp_path) == before_tmp
-    # refused before any cluster starts, and fast (the checks read metadata, not data)
+    # refused before any cluster starts (the checks read metadata, not data)
     assert not started
-    assert seconds < 2.0
 
 
 @pytest.mark.parametrize("args,match", [
-    (["refine", "R", "--model", "m", "--sweeps", "0"], r"argument --sweeps: expected an integer >= 1, got '0'"),
-    (["refine", "R", "--model", "m", "--alpha", "-0.5"], r"argument --alpha: expected a number > 0, got '-0.5'"),
-    (["refine", "R", "--model", "m", "--alpha", "often"], r"argument --alpha: expected a number > 0, got 'often'"),
-    (["refine", "R", "--model", "m", "--eta", "0"], r"argument --eta: expected a number > 0, got '0'"),
+    (["refine", "R", "--model", "m", "--sweeps", "0"], r"argument --sweeps: expected an int >= 1, got '0'"),
+    (["refine", "R", "--model", "m", "--alpha", "-0.5"], r"argument --alpha: expected 'auto' or a float > 0, got '-0.5'"),
+    (["refine", "R", "--model", "m", "--alpha", "often"], r"argument --alpha: expected 'auto' or a float > 0, got 'often'"),
+    (["refine", "R", "--model", "m", "--eta", "0"], r"argument --eta: expected 'auto' or a float > 0, got '0'"),
+    # fit's options are checked against the parameter table as they are parsed
+    (["fit", "R", "--topics", "1"], r"argument --topics: expected an int >= 2, got '1'"),
+    (["fit", "R", "--topics", "3", "--iterations", "0"], r"argument --iterations: expected an int >= 1, got '0'"),
+    (["fit", "R", "--topics", "3", "--tol", "-1"], r"argument --tol: expected a float > 0, got '-1'"),
+    (["fit", "R", "--topics", "3", "--eig-tol", "nan"], r"argument --eig-tol: expected a float > 0, got 'nan'"),
     (["refine", "R", "--model", "m", "--heldout", "0.7"], r"argument --heldout: expected a fraction in \(0, 0\.5\]"),
     (["cooccur", "R", "--heldout", "0"], r"argument --heldout: expected a fraction in \(0, 0\.5\], got '0'"),
     (["evaluate", "R", "--heldout", "x"], r"argument --heldout: expected a fraction"),
@@ -375,7 +372,7 @@ def test_cli_fit_takes_the_low_rank_path_where_the_workers_are_too_small_and_dec
     k<K>-enn is refused without starting it."""
     import dask
 
-    import jsmf_dask.pipeline.fit as fit_module
+    import jsmf_dask.pipeline.fit_plan as fit_module
     from jsmf_dask import cluster, synth
 
     with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):

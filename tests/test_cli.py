@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from jsmf_dask.cli import main
 from tests.conftest import listing, write_uci
 
@@ -36,7 +38,9 @@ def test_fit_errors_exit_1_and_write_nothing(tmp_path, capsys):
     assert main(["fit", root, "--topics", "50", *LOCAL]) == 1
     # the CLI names its flags, not the Python parameters
     assert "jsmf: error: --topics must be an int in the range [2, 49]" in capsys.readouterr().err
-    assert main(["fit", root, "--topics", "1", *LOCAL]) == 1
+    with pytest.raises(SystemExit) as exit_info:  # refused by the parser (the parameter table's range)
+        main(["fit", root, "--topics", "1", *LOCAL])
+    assert exit_info.value.code == 2
     assert listing(tmp_path / "run") == before
     assert main(["fit", str(tmp_path / "nowhere"), "--topics", "3", *LOCAL]) == 1
     assert "co-occurrence store does not exist" in capsys.readouterr().err

@@ -54,8 +54,6 @@ def test_kubernetes_manifests_agree_with_the_code():
     load_run_config(REPO / config.removeprefix("/opt/jsmf/"))  # a shipped, valid config
     assert job["spec"]["cluster"]["spec"]["scheduler"]["service"]["selector"]["dask.org/cluster-name"] == \
         job["metadata"]["name"]
-    # the operator hands the job pod the scheduler through this variable, which connect() reads
-    assert "DASK_SCHEDULER_ADDRESS" in (REPO / "jsmf_dask" / "cluster.py").read_text()
     # the nightly CronJob: one run at a time, the incremental config, the long-lived cluster's scheduler
     cron = docs["cronjob-nightly.yaml"][0]
     assert cron["kind"] == "CronJob" and cron["spec"]["concurrencyPolicy"] == "Forbid"
@@ -85,3 +83,16 @@ def test_slurm_recipe_runs_the_cli_with_the_scheduler_variable():
     assert '["jsmf", "run", args.config' in driver
     sbatch = (DEPLOY / "slurm" / "jsmf.sbatch").read_text()
     assert sbatch.startswith("#!/bin/bash") and "deploy/slurm/run_on_slurm.py" in sbatch
+
+
+def test_connect_takes_the_scheduler_the_operator_hands_the_job(monkeypatch):
+    """The Dask operator gives the job pod its scheduler in DASK_SCHEDULER_ADDRESS: connect() with no address
+    goes there (here a closed port, so it names the address it tried)."""
+    import pytest
+
+    from jsmf_dask.cluster import connect
+    from jsmf_dask.exceptions import ClusterError
+
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:9")
+    with pytest.raises(ClusterError, match=r"tcp://127\.0\.0\.1:9"), connect(connect_timeout=2.0):
+        pass

@@ -1,7 +1,5 @@
 """The semi-synthetic pipeline (pipelines/semisynthetic.py) at a tiny scale: every cell of its table."""
 
-import math
-
 from pipelines.semisynthetic import run
 
 
@@ -10,7 +8,6 @@ def test_semisynthetic_table(tmp_path):
                vocab_size=400, k=5, doc_length=80, gibbs_iterations=0, seed=1)
     assert [(r["prior"], r["docs"], r["method"]) for r in rows] == [
         (p, m, meth) for p in ("dirichlet", "correlated") for m in (600, 3000) for meth in ("none", "ap")]
-    assert all(math.isfinite(r["seconds"]) for r in rows)
     err = {(r["prior"], r["docs"], r["method"]): r["B_error"] for r in rows}
     a_err = {(r["prior"], r["docs"], r["method"]): r["A_error"] for r in rows}
     for prior in ("dirichlet", "correlated"):

@@ -19,29 +19,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sps
 import zarr
 from zarr.codecs import ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.provenance import provenance
 from jsmf_dask.io.fs import check_committed, get_fs, join, join_under
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, zarr_store
-from jsmf_dask.kernels.rectify import symmetric_from_upper
 
-__all__ = ["low_rank_rectified", "stored_rectified", "provenance", "model_path", "topics_path", "ensure_model_group",
-           "write_array", "FittedModel", "open_model", "list_models"]
+__all__ = ["low_rank_rectified", "stored_rectified", "model_path", "topics_path", "ensure_model_group",
+           "write_array", "write_arrays", "FittedModel", "open_model", "list_models"]
 
 _CONFIG = {"write_empty_chunks": True}
 SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective", "alpha",
          "rectified_diagonal")
-#: The attrs of ``cooc.zarr`` that identify the C a model was fitted on (recorded as its ``cooccurrence`` attrs).
-PROVENANCE = ("n_docs", "n_tokens", "entry_sum", "corpus_manifest")
-
-
-def provenance(store_attrs: dict) -> dict:
-    """What a model records of the co-occurrence store it was fitted on (:data:`PROVENANCE` and the form)."""
-    return {k: store_attrs[k] for k in PROVENANCE} | {"form": store_attrs.get("form", "dense")}
 
 
 def model_path(root: str, name: str) -> str:
@@ -57,6 +49,12 @@ def topics_path(root: str, name: str) -> str:
 def ensure_model_group(root: str) -> None:
     """Create ``<root>/model.zarr`` (the group that holds the models) if it is missing."""
     zarr.open_group(zarr_store(join(root, "model.zarr")), mode="a", zarr_format=3)
+
+
+def write_arrays(model_url: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write a model's small arrays (whole; driver side): :func:`write_array` each."""
+    for name, values in arrays.items():
+        write_array(model_url, name, np.asarray(values))
 
 
 def write_array(url: str, name: str, values: np.ndarray) -> None:
@@ -82,8 +80,12 @@ class FittedModel:
     def rectified_C(self) -> np.ndarray:
         """The rectified C as a dense N×N array, whichever form the store keeps (loads N² floats: small N only)."""
         if "correction" in self.group:
-            U, s, E = low_rank_rectified(self)
-            return (U * s) @ U.T + E.toarray()
+            U, s, (rows, cols, values) = low_rank_rectified(self)
+            C = (U * s) @ U.T
+            C[rows, cols] += values  # the correction's upper triangle (each entry once), then its mirror
+            off = rows != cols
+            C[cols[off], rows[off]] += values[off]
+            return C
         return stored_rectified(self).rows(slice(None))
 
 
@@ -144,15 +146,15 @@ def stored_rectified(model: FittedModel) -> StoredRows:
     return StoredRows(url, "C", float(rectified["scale"]), model.arrays.get("rectified_diagonal"))
 
 
-def low_rank_rectified(model: FittedModel) -> tuple[np.ndarray, np.ndarray, sps.csr_array]:
-    """An AP or ENN model's rectified C as ``(U, s, E)`` with ``C = U diag(s) Uᵀ + E``: ``U = [Y, 1]``,
-    ``s = [max(eigenvalues, 0), shift]`` and ``E`` rebuilt symmetric from its stored upper triangle."""
+def low_rank_rectified(model: FittedModel) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """An AP or ENN model's rectified C as ``(U, s, upper)`` with ``C = U diag(s) Uᵀ + E``: ``U = [Y, 1]``,
+    ``s = [max(eigenvalues, 0), shift]`` and ``upper`` the symmetric ``E``'s stored upper triangle
+    ``(rows, cols, values)`` (:func:`~jsmf_dask.kernels.upper_sparse.symmetric_from_upper` makes ``E``)."""
     if "correction" not in model.group:
         raise StoreError(f"{model.url}: no low-rank rectified C (a Baseline or DC model: see stored_rectified)")
     Y, values = model.arrays["Y"], model.arrays["eigenvalues"]
     n = Y.shape[0]
     g = model.group["correction"]
-    E = symmetric_from_upper(g["rows"][:], g["cols"][:], g["values"][:], n)
     U = np.hstack([Y, np.ones((n, 1))])
     s = np.append(np.maximum(values, 0.0), float(model.attrs["low_rank"]["shift"]))
-    return U, s, E
+    return U, s, (g["rows"][:], g["cols"][:], g["values"][:])

@@ -11,6 +11,8 @@ every read and write is validated with :mod:`jsmf_dask.io.schema`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import hashlib
 import posixpath
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ __all__ = [
     "write_vocabulary",
     "vocabulary_hash",
     "doc_id_hashes",
-    "find_duplicate_doc_id",
+    "repeated_doc_id",
     "file_manifest",
 ]
 
@@ -235,23 +237,28 @@ def doc_id_hashes(doc_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     )
 
 
-def find_duplicate_doc_id(hashes: list[np.ndarray]) -> tuple[int, int, int, int] | None:
-    """Locate a repeated hash across blocks.
+def repeated_doc_id(hashes: list[np.ndarray], doc_id_at: Callable[[int, int], str]
+                    ) -> tuple[tuple[int, int], tuple[int, int], str] | None:
+    """The first document id that occurs twice across parts, or None: the one home of the uniqueness check.
 
     Parameters
     ----------
     hashes : list of ndarray of uint64
-        :func:`doc_id_hashes` of each block, in block order.
+        :func:`doc_id_hashes` of each part (a block, a shard, an input file), in order.
+    doc_id_at : callable
+        ``(part, row) ↦ doc_id``, read only for the two rows whose hashes repeat:
+        equal hashes of different ids (a 64-bit collision, vanishingly rare)
+        are not a repeat.
 
     Returns
     -------
     tuple or None
-        ``(block_a, row_a, block_b, row_b)`` of the first repeat, or None.
+        ``((part_a, row_a), (part_b, row_b), doc_id)``, the first occurrence first.
     """
     if not hashes:
         return None
     allh = np.concatenate(hashes)
-    block_of = np.repeat(np.arange(len(hashes)), [h.size for h in hashes])
+    part_of = np.repeat(np.arange(len(hashes)), [h.size for h in hashes])
     row_of = np.concatenate([np.arange(h.size) for h in hashes])
     order = np.argsort(allh, kind="stable")
     sorted_h = allh[order]
@@ -259,7 +266,9 @@ def find_duplicate_doc_id(hashes: list[np.ndarray]) -> tuple[int, int, int, int]
     if rep.size == 0:
         return None
     a, b = order[rep[0]], order[rep[0] + 1]
-    return int(block_of[a]), int(row_of[a]), int(block_of[b]), int(row_of[b])
+    first, second = (int(part_of[a]), int(row_of[a])), (int(part_of[b]), int(row_of[b]))
+    doc_id = doc_id_at(*first)
+    return (first, second, doc_id) if doc_id == doc_id_at(*second) else None
 
 
 def file_manifest(url: str) -> dict[str, object]:

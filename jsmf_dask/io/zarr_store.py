@@ -32,6 +32,10 @@ __all__ = [
     "stored_heldout_fraction",
     "stored_validation_fraction",
     "StoredRows",
+    "read_tile",
+    "read_checked_C",
+    "check_entries",
+    "stored_eigenpairs",
 ]
 
 _ARRAY_CONFIG = {"write_empty_chunks": True}
@@ -218,6 +222,40 @@ def stored_heldout_fraction(root: str) -> float:
 def stored_validation_fraction(root: str) -> float:
     """The validation fraction ``<root>/cooc.zarr`` left out (0 when it has none or does not exist)."""
     return _stored_fraction(root, "validation_fraction")
+
+
+def read_tile(url: str, name: str, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+    """Rows ``[r0, r1)`` × columns ``[c0, c1)`` of the store's array ``name`` (dense)."""
+    return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name][rows[0] : rows[1], cols[0] : cols[1]]
+
+
+def check_entries(cooc_url: str, finite_rows: np.ndarray, row_min: np.ndarray) -> None:
+    """Raise :class:`~jsmf_dask.exceptions.StoreError` naming the first row of C with a NaN or infinite
+    entry, else the row of its most negative entry; ``finite_rows`` and ``row_min`` are per row of C."""
+    if not np.all(finite_rows):
+        row = int(np.flatnonzero(~np.asarray(finite_rows, dtype=bool))[0])
+        raise StoreError(f"{cooc_url}: C has NaN or infinite entries (first in row {row}); rebuild it with `jsmf cooccur`")
+    if np.min(row_min) < 0:
+        row = int(np.argmin(row_min))
+        raise StoreError(f"{cooc_url}: C has negative entries (row {row}: {row_min[row]:.3g}); expected C >= 0")
+
+
+def read_checked_C(cooc_url: str) -> np.ndarray:
+    """The store's dense C, checked as :func:`check_entries` does (two passes over C in memory; the rows are
+    looked at only when something is wrong)."""
+    C = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"][...]
+    lo, hi = float(C.min(initial=0.0)), float(C.max(initial=0.0))  # NaN propagates to both
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo >= 0):
+        check_entries(cooc_url, np.isfinite(C).all(axis=1), C.min(axis=1))
+    return C
+
+
+def stored_eigenpairs(cooc_url: str, k: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """A compressed store's top ``k`` eigenpairs of C and their residual; None for a dense store."""
+    group = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")
+    if group.attrs.get("form", "dense") != "compressed":
+        return None
+    return group["eigenvalues"][:k], group["eigenvectors"][:, :k], float(group.attrs["eig_residual"])
 
 
 @dataclass(frozen=True, eq=False)

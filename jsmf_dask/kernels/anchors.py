@@ -18,11 +18,18 @@ from collections.abc import Callable
 
 import numpy as np
 
+from jsmf_dask.exceptions import RankDeficientError
+
 __all__ = ["greedy_anchors"]
 
 #: Residuals within this fraction of the largest row norm² of the best one are a tie (rounding of the
 #: downdates and of C's summation order moves them by about 1e-15 of it).
 TIE = 1e-12
+#: A row whose residual (squared distance from the span of the anchors chosen) is at most this fraction of
+#: the largest row norm² is in that span to working precision: the rows' numerical rank is reached. Rounding
+#: leaves residuals of about 1e-16 of it there, which without a floor would be picked by their noise (a
+#: different anchor, or none, from one process to the next).
+RANK_TOL = 1e-10
 
 
 def greedy_anchors(
@@ -57,27 +64,33 @@ def greedy_anchors(
 
     Raises
     ------
-    ValueError
-        If fewer than ``k`` candidate rows have a non-zero residual.
+    RankDeficientError
+        If fewer than ``k`` candidate rows are linearly independent (residual above
+        :data:`RANK_TOL` of the largest row norm²): the error names the rank found.
+
+    Notes
+    -----
+    Deterministic: a residual within :data:`TIE` of the best is a tie, decided by the lowest index.
     """
     residual = np.array(row_norms2, dtype=np.float64, copy=True)
     allowed = np.ones(residual.shape, dtype=bool) if candidates is None else np.asarray(candidates, bool).copy()
     basis: list[np.ndarray] = []
     anchors, pivots = [], []
-    window = TIE * float(np.max(row_norms2, initial=0.0))
+    largest = float(np.max(row_norms2, initial=0.0))
+    window, floor = TIE * largest, RANK_TOL * largest
     for _ in range(k):
         scores = np.where(allowed, residual, -np.inf)
         best = float(scores.max(initial=-np.inf))
-        if not np.isfinite(best) or best <= 0:
-            raise ValueError(f"only {len(anchors)} linearly independent candidate rows; cannot pick {k} anchors")
+        if not np.isfinite(best) or best <= floor:
+            raise RankDeficientError(len(anchors), k)
         i = int(np.flatnonzero(scores >= best - window)[0])  # ties to the lowest index
         q = np.array(row(i), dtype=np.float64, copy=True)
         for _ in range(2):  # Gram–Schmidt twice is enough for orthogonality to working precision
             for b in basis:
                 q -= (b @ q) * b
         norm = np.linalg.norm(q)
-        if norm == 0:
-            raise ValueError(f"row {i} is in the span of the anchors already chosen")
+        if norm * norm <= floor:  # its residual was rounding: the span is already full
+            raise RankDeficientError(len(anchors), k)
         q /= norm
         basis.append(q)
         residual -= project(q) ** 2

@@ -15,26 +15,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jsmf_dask.kernels.anchors import greedy_anchors
-from jsmf_dask.kernels.rectify import (
-    DenseAP,
-    Eigenpairs,
-    LowRankIterate,
-    alternating_projection,
-    clipped_entries,
-    diagonal_completion,
-    top_eigenpairs,
-)
+from jsmf_dask.kernels.ap import DenseAP, LowRankIterate, alternating_projection, clipped_entries
+from jsmf_dask.kernels.dc import diagonal_completion
+from jsmf_dask.kernels.eigen import Eigenpairs, top_eigenpairs
 from jsmf_dask.exceptions import ConvergenceWarning
-from jsmf_dask.kernels.lowrank import LowRankCooccurrence, from_iterate, law_weights
-from jsmf_dask.kernels.recover import (
-    least_squares_topic_topic,
-    recover_weights,
-    topic_topic,
-    topic_word,
-)
+from jsmf_dask.kernels.law import law_weights
+from jsmf_dask.kernels.lowrank import LowRankCooccurrence, from_iterate
+from jsmf_dask.kernels.recover import Recovered, fix_anchor_rows, recover_weights, recovered_topics
 
 __all__ = ["Rectified", "rectify", "rectify_low_rank", "find_anchors", "anchors_from_rows", "anchors_low_rank",
-           "Recovered", "recover", "recover_low_rank"]
+           "recover", "recover_low_rank"]
 
 
 @dataclass
@@ -91,13 +81,13 @@ def rectify(
         K.
     rectifier : {'ap', 'dc', 'none'}, default='ap'
     iterations, tol, end_with, eig_tol
-        See :func:`jsmf_dask.kernels.rectify.alternating_projection`.
+        See :func:`jsmf_dask.kernels.ap.alternating_projection`.
     dc_permutations : int, default=30
     rng : numpy.random.Generator, optional
     start : Eigenpairs, optional
         AP's warm start (e.g. the previous fit's ``Y`` when C was updated).
     on_cycle : callable, optional
-        AP's progress callback (see :func:`~jsmf_dask.kernels.rectify.alternating_projection`).
+        AP's progress callback (see :func:`~jsmf_dask.kernels.ap.alternating_projection`).
 
     Returns
     -------
@@ -269,19 +259,6 @@ def find_anchors(
     return greedy_anchors(n_topics, lambda i: Cbar[i], lambda q: Cbar @ q, norms2, candidates=usable)
 
 
-@dataclass
-class Recovered:
-    """Result of :func:`recover`: ``B`` (N×K), ``A`` (K×K, sums to 1), the Baseline's least-squares
-    ``A_least_squares``, ``weights`` p(z|w), per-word ``objective`` and ``legality`` (ΣA before scaling)."""
-
-    B: np.ndarray
-    A: np.ndarray
-    A_least_squares: np.ndarray
-    weights: np.ndarray
-    objective: np.ndarray
-    legality: float
-
-
 def recover(C: np.ndarray, anchors: np.ndarray, *, solver: str = "exact") -> Recovered:
     """B by simplex-constrained least squares per word and Bayes' rule; A from ``C_SS`` (paper §3).
 
@@ -307,18 +284,14 @@ def recover(C: np.ndarray, anchors: np.ndarray, *, solver: str = "exact") -> Rec
 
 def _recovered(solved, anchors: np.ndarray, p: np.ndarray, solver: str, C_SS: np.ndarray, left_multiply
                ) -> Recovered:
-    """The common end of both recoveries: anchors fixed to their own topic, B by Bayes' rule, A and the
-    least-squares A (``left_multiply(M)`` is ``M @ C``)."""
+    """The common end of both recoveries: anchors fixed to their own topic, then :func:`recovered_topics`
+    (``left_multiply(M)`` is ``M @ C``)."""
     weights, objective, unconverged = solved
     if unconverged:
         warnings.warn(f"recover: the {solver!r} solver stopped at its iteration cap for {unconverged} of "
                       f"{len(p)} words", ConvergenceWarning, stacklevel=3)
-    weights[anchors] = np.eye(len(anchors))
-    objective[anchors] = 0.0
-    B = topic_word(weights, p)
-    A, legality = topic_topic(C_SS, B, anchors)
-    A_ls = least_squares_topic_topic(left_multiply(np.linalg.pinv(B)), B)
-    return Recovered(B, A, A_ls, weights, objective, legality)
+    fix_anchor_rows(weights, objective, anchors)
+    return recovered_topics(weights, objective, p, C_SS, anchors, left_multiply)
 
 
 def recover_low_rank(C: LowRankCooccurrence, Z: np.ndarray, p: np.ndarray, anchors: np.ndarray, *,
@@ -329,7 +302,7 @@ def recover_low_rank(C: LowRankCooccurrence, Z: np.ndarray, p: np.ndarray, ancho
     ----------
     C : LowRankCooccurrence
     Z, p : ndarray
-        :func:`jsmf_dask.kernels.lowrank.law_coordinates` of ``C``.
+        :func:`jsmf_dask.kernels.law.law_coordinates` of ``C``.
     anchors : ndarray of int, shape (K,)
     solver : {'exact', 'eg'}, default='exact'
 

@@ -13,6 +13,9 @@ problem is K-dimensional once ``C̄ C̄_Sᵀ`` is formed. Bayes' rule then gives
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from jsmf_dask.kernels._simplex_loop import CAPPED, CONVERGED, FALLBACK, active_set_block
@@ -25,6 +28,9 @@ __all__ = [
     "topic_word",
     "topic_topic",
     "least_squares_topic_topic",
+    "fix_anchor_rows",
+    "Recovered",
+    "recovered_topics",
 ]
 
 SOLVERS = ("exact", "eg")
@@ -268,3 +274,59 @@ def least_squares_topic_topic(BtC: np.ndarray, B: np.ndarray) -> np.ndarray:
     """
     A = BtC @ np.linalg.pinv(B).T
     return 0.5 * (A + A.T)
+
+
+def fix_anchor_rows(weights: np.ndarray, objective: np.ndarray, anchors: np.ndarray, start: int = 0) -> None:
+    """Give each anchor word all of its own topic's weight (objective 0), in place.
+
+    ``weights`` and ``objective`` hold the rows ``[start, start + len(weights))``
+    of the words (a task's block); anchors outside them are left alone. An
+    anchor's least squares has this solution up to the solver's tolerance;
+    fixing it makes ``B``'s anchor entries exact wherever the block boundaries fall.
+    """
+    for k, s in enumerate(np.asarray(anchors)):
+        if start <= s < start + len(weights):
+            weights[s - start] = 0.0
+            weights[s - start, k] = 1.0
+            objective[s - start] = 0.0
+
+
+@dataclass
+class Recovered:
+    """B, A and the least-squares A from the recovery weights (:func:`recovered_topics`)."""
+
+    B: np.ndarray
+    A: np.ndarray
+    A_least_squares: np.ndarray
+    weights: np.ndarray
+    objective: np.ndarray
+    legality: float
+
+
+def recovered_topics(weights: np.ndarray, objective: np.ndarray, p: np.ndarray, C_SS: np.ndarray,
+                     anchors: np.ndarray, pinv_times_C: Callable[[np.ndarray], np.ndarray]) -> Recovered:
+    """The one place B, A and the least-squares A are formed from every word's recovery weights.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (N, K)
+        ``p(z = k | w = i)`` of every word, anchors already fixed (:func:`fix_anchor_rows`).
+    objective : ndarray, shape (N,)
+    p : ndarray, shape (N,)
+        Row sums of the rectified C.
+    C_SS : ndarray, shape (K, K)
+        The rectified C's anchor block.
+    anchors : ndarray of int, shape (K,)
+    pinv_times_C : callable
+        ``M ↦ M @ C`` for a K×N ``M`` (``C`` the rectified C, in whatever form
+        the caller holds it: in memory, low rank, or tasks over a store).
+
+    Returns
+    -------
+    Recovered
+        ``legality`` is ``ΣA`` before normalisation (see :func:`topic_topic`).
+    """
+    B = topic_word(weights, p)
+    A, legality = topic_topic(C_SS, B, anchors)
+    A_ls = least_squares_topic_topic(pinv_times_C(np.linalg.pinv(B)), B)
+    return Recovered(B, A, A_ls, weights, objective, legality)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate
-from jsmf_dask.pipeline.fit import RECTIFIERS, default_name, fit
+from jsmf_dask.pipeline.fit import RECTIFIERS, fit
+from jsmf_dask.pipeline.fit_model import default_name
 from jsmf_dask.pipeline.gibbs import fit_gibbs, require_tomotopy
 from jsmf_dask.pipeline.refine import METHODS as REFINE_METHODS
 from jsmf_dask.pipeline.refine import default_refined_name, refine

@@ -1,7 +1,7 @@
 """``cooccur``: the corpus under ``<root>/corpus`` → ``<root>/cooc.zarr``.
 
 ``C = Σ_m (h_m h_mᵀ − diag h_m) / (n_m (n_m − 1))`` over documents with
-``n_m >= 2`` tokens, divided by its entry sum (paper eq. 1, DESIGN §1.2), plus
+``n_m >= 2`` tokens, divided by its entry sum (paper eq. 1; see docs/architecture.md), plus
 the document frequencies ``D1`` and co-document frequencies ``D2`` used by the
 coherence metric.
 """
@@ -9,7 +9,6 @@ coherence metric.
 from __future__ import annotations
 
 import datetime as _dt
-import importlib.metadata
 import posixpath
 import time
 import warnings
@@ -23,11 +22,12 @@ import zarr
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout, check_int, check_validation
 from jsmf_dask.exceptions import ConvergenceWarning, CorpusSchemaError, InvalidParameterError, StoreError
+from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
     file_manifest,
-    find_duplicate_doc_id,
+    repeated_doc_id,
     list_blocks,
     read_block,
     read_vocabulary,
@@ -36,7 +36,7 @@ from jsmf_dask.io.parquet import (
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, create_cooccurrence, open_cooccurrence, write_compressed, zarr_store
 from jsmf_dask.kernels.heldout import DocumentSplit
-from jsmf_dask.kernels.rectify import top_eigenpairs
+from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.stages.compressed import block_totals, product_task, scaled_blocks
 from jsmf_dask.stages.cooccurrence import (
     block_hashes,
@@ -47,17 +47,6 @@ from jsmf_dask.stages.cooccurrence import (
 )
 
 __all__ = ["CooccurrenceSummary", "cooccur", "library_versions"]
-
-
-def library_versions() -> dict[str, str]:
-    """Versions of this package and the libraries whose behaviour the stores depend on."""
-    out = {}
-    for name in ("jsmf_dask", "dask", "distributed", "zarr", "pyarrow", "numpy", "scipy"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "unknown"
-    return out
 
 
 @dataclass
@@ -439,18 +428,10 @@ def _check_not_counted(old, blocks, hashes) -> None:
 
 
 def _check_unique(blocks, hashes) -> None:
-    dup = find_duplicate_doc_id(hashes)
-    if dup is None:
-        return
-    a_block, a_row, b_block, b_row = dup
-    found = []
-    for block, row in ((a_block, a_row), (b_block, b_row)):
-        doc_id = read_block(blocks[block], None).column("doc_id")[row].as_py()
-        found.append((blocks[block].path, blocks[block].row_offset + row, doc_id))
-    if found[0][2] != found[1][2]:  # 64-bit hash collision, not a duplicate
-        return
-    (pa_, ra, ida), (pb, rb, _) = found
-    raise CorpusSchemaError(
-        f"{pb}: row {rb}: field 'doc_id' repeats {ida!r} (first at {pa_} row {ra}); "
-        "expected doc_id unique across the corpus"
-    )
+    dup = repeated_doc_id(hashes, lambda part, row: read_block(blocks[part], None).column("doc_id")[row].as_py())
+    if dup is not None:
+        (a, ra), (b, rb), doc_id = dup
+        raise CorpusSchemaError(
+            f"{blocks[b].path}: row {blocks[b].row_offset + rb}: field 'doc_id' repeats {doc_id!r} (first at "
+            f"{blocks[a].path} row {blocks[a].row_offset + ra}); expected doc_id unique across the corpus"
+        )

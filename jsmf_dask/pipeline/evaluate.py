@@ -36,6 +36,7 @@ from jsmf_dask.kernels.metrics import (
 )
 from jsmf_dask.kernels.variational import moment_alpha
 from jsmf_dask.io.model_store import low_rank_rectified
+from jsmf_dask.kernels.upper_sparse import symmetric_from_upper
 from jsmf_dask.kernels.metrics import low_rank_partials
 from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, corpus_codoc_task, fit_partials_tasks
 
@@ -233,7 +234,8 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
             "original_C": original | shared,
         }
         if "correction" in model.group:  # AP, ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
-            entry["rectified_C"] = _against_low_rank(*low_rank_rectified(model), model) | shared
+            U, s, upper = low_rank_rectified(model)
+            entry["rectified_C"] = _against_low_rank(U, s, symmetric_from_upper(*upper, U.shape[0]), model) | shared
         elif "rectified" in model.attrs:  # the Baseline, DC: the store's C, scaled (DC: another diagonal)
             try:
                 entry["rectified_C"] = _against(stored_rectified(model), model, block) | shared

@@ -27,8 +27,8 @@ from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_bl
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import stored_heldout_fraction, stored_validation_fraction, zarr_store
 from jsmf_dask.kernels.heldout import DocumentSplit
-from jsmf_dask.pipeline.cooccur import library_versions
-from jsmf_dask.pipeline.fit import FitResult, write_topics
+from jsmf_dask.io.provenance import library_versions
+from jsmf_dask.pipeline.fit_model import FitResult, write_topics
 
 __all__ = ["fit_gibbs", "MissingExtraError", "require_tomotopy"]
 

@@ -20,7 +20,7 @@ from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output, write_file
 from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_vocabulary
-from jsmf_dask.pipeline.fit import topic_labels
+from jsmf_dask.pipeline.fit_model import topic_labels
 from jsmf_dask.stages.infer import doc_topic_tasks
 
 __all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics", "inferred_model", "topic_info"]
@@ -91,7 +91,7 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
 
 def topic_info(model: str, B, anchors, words: list[str]) -> str:
     """The JSON written beside a ``doc_topics`` directory (:data:`INFER_INFO`): the model and a label per
-    topic (:func:`~jsmf_dask.pipeline.fit.topic_labels`), so that column k of ``topics`` has a name."""
+    topic (:func:`~jsmf_dask.pipeline.fit_model.topic_labels`), so that column k of ``topics`` has a name."""
     return json.dumps({"model": model, "n_topics": int(B.shape[1]), "topics": topic_labels(B, anchors, words)},
                       ensure_ascii=False)
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import codecs
 import json
 import os
-import posixpath
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -26,31 +24,27 @@ import pyarrow.parquet as pq
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InputError, InvalidParameterError
-from jsmf_dask.io.fs import get_fs, is_local, join, remove, staged_output
+from jsmf_dask.io.fs import get_fs, join, remove, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
-    display_words,
     write_labels,
-    doc_id_hashes,
-    find_duplicate_doc_id,
-    list_blocks,
-    read_vocabulary,
+    repeated_doc_id,
     write_vocabulary,
 )
 from jsmf_dask.io.sources import (
-    RatingsBucketPartition,
     RatingsColumns,
-    TextOptions,
     read_labels,
-    baskets_partitions,
-    ratings_buckets,
-    text_partitions,
-    uci_partitions,
 )
 from jsmf_dask.kernels.vocabulary import select_vocabulary
+from jsmf_dask.pipeline.ingest_inputs import (
+    MANIFEST,
+    detect_format,
+    existing_corpus,
+    input_partitions,
+    link_existing,
+)
 from jsmf_dask.stages.ingest import (
     TermMapping,
-    partition_ratings,
     staged_files,
     stage_raw_blocks,
     term_statistics,
@@ -63,7 +57,6 @@ FORMATS = ("auto", "uci", "text", "ratings", "baskets")
 #: Default (min_doc_tokens, min_doc_words) of each input format (see :func:`ingest`).
 DOC_FILTERS = {"uci": (5, 3), "text": (5, 3), "ratings": (2, 2), "baskets": (2, 2)}
 _STOPWORDS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "stopwords_en.txt")
-MANIFEST = "_ingest.json"
 
 
 @dataclass
@@ -123,98 +116,6 @@ def load_stopwords(stopwords: str | Sequence[str] | None) -> frozenset[str]:
         with fs.open(p, "rb") as f:
             return frozenset(w.strip().lower() for w in f.read().decode("utf-8").splitlines() if w.strip())
     return frozenset(stopwords)
-
-
-_DOCWORD = re.compile(r"docword\..*\.txt(\.gz|\.bz2|\.xz)?$")
-_UCI_FILE = re.compile(r"(docword|vocab)\..*\.txt(\.gz|\.bz2|\.xz)?$")
-
-
-def _detect_format(inputs: Sequence[str]) -> tuple[str, list[str]]:
-    """``format='auto'``: UCI for docword files (or a directory of UCI files: its docword files), else text.
-
-    Returns the format and the inputs to read (a UCI directory is replaced by
-    its docword files). A directory mixing UCI files with others is refused
-    rather than read as raw text.
-    """
-    kinds, expanded = set(), []
-    for url in inputs:
-        name = posixpath.basename(url.rstrip("/")).lower()
-        fs, path = get_fs(url)
-        if fs.isdir(path):
-            names = sorted(posixpath.basename(p) for p in fs.find(path) if not posixpath.basename(p).startswith("."))
-            uci = [n for n in names if _UCI_FILE.match(n.lower())]
-            if uci:
-                docwords = [n for n in uci if _DOCWORD.match(n.lower())]
-                if len(uci) != len(names) or not docwords:
-                    raise InputError(
-                        f"{url}: directory holds UCI bag-of-words files ({', '.join(uci[:4])}) and other files; "
-                        "pass the docword.*.txt[.gz] file itself, or a directory of text files only"
-                    )
-                kinds.add("uci")
-                expanded += [join(url, n) for n in docwords]
-                continue
-        kinds.add("uci" if _DOCWORD.match(name) else "text")
-        expanded.append(url)
-    if len(kinds) != 1:
-        raise InputError(f"inputs {list(inputs)} mix UCI docword files and other files; ingest them separately")
-    return kinds.pop(), expanded
-
-
-@dataclass
-class _AppendTarget:
-    """The corpus an append adds to: its vocabulary table, shard URLs, manifest and next shard number."""
-
-    vocab: pa.Table
-    shards: list[str]
-    manifest: dict
-    next_index: int
-    labels: dict[str, str] | None = None
-
-
-def _existing_corpus(corpus: str) -> _AppendTarget:
-    vocab = read_vocabulary(corpus)
-    shards = sorted({b.path for b in list_blocks(corpus)})
-    numbers = [int(m.group(1)) for u in shards if (m := re.match(r"part-(\d+)\.parquet$", posixpath.basename(u)))]
-    fs, path = get_fs(join(corpus, MANIFEST))
-    manifest = {}
-    if fs.exists(path):
-        with fs.open(path) as f:
-            manifest = json.load(f)
-    words = vocab.column("word").to_pylist()
-    shown = display_words(corpus, words)
-    labels = {w: lab for w, lab in zip(words, shown, strict=True) if lab != w} or None
-    return _AppendTarget(vocab=vocab, shards=shards, manifest=manifest, next_index=max(numbers, default=-1) + 1,
-                         labels=labels)
-
-
-def _link_existing(existing: _AppendTarget, tmp: str, new_shards: list[str]) -> None:
-    """Refuse new documents whose doc_id is already in the corpus, then put the old shards beside the new."""
-    tables = [(u, pq.read_table(get_fs(u)[1], columns=["doc_id"], filesystem=get_fs(u)[0]).column("doc_id"))
-              for u in existing.shards + new_shards]
-    dup = find_duplicate_doc_id([doc_id_hashes(t) for _, t in tables])
-    if dup is not None:
-        a, ra, b, rb = dup
-        if tables[a][1][ra].as_py() == tables[b][1][rb].as_py():
-            first = existing.shards[a] if a < len(existing.shards) else "the appended input"
-            raise InputError(
-                f"doc_id {tables[b][1][rb].as_py()!r} of the appended input is already in the corpus "
-                f"({first} row {ra}); expected new documents only"
-            )
-    for url in existing.shards:
-        target = join(tmp, posixpath.basename(url))
-        fs, src = get_fs(url)
-        if is_local(url):
-            os.link(src, get_fs(target)[1])
-        else:
-            fs.copy(src, get_fs(target)[1])
-
-
-def uci_vocab_for(docword: str) -> str:
-    """The vocabulary file that goes with a UCI ``docword.X.txt[.gz]``: ``vocab.X.txt`` beside it."""
-    head, name = posixpath.split(docword)
-    m = re.match(r"docword\.(.*)\.txt", name)
-    stem = m.group(1) if m else ""
-    return join(head, f"vocab.{stem}.txt") if head else f"vocab.{stem}.txt"
 
 
 def ingest(
@@ -327,7 +228,7 @@ def ingest(
         raise InputError("no input given; expected at least one file or directory")
     inputs = [os.fspath(u) for u in inputs]
     if format == "auto":
-        format, inputs = _detect_format(inputs)
+        format, inputs = detect_format(inputs)
     if format in ("ratings", "baskets") and stopwords == "english":
         stopwords = None
     filter_defaults = min_doc_tokens is None or min_doc_words is None
@@ -341,14 +242,14 @@ def ingest(
                                         "pass one of them")
         if vocab_size is not None:
             raise InvalidParameterError("vocab_size applies to a new corpus; an append keeps the existing vocabulary")
-        existing = _existing_corpus(corpus_dir(root))
+        existing = existing_corpus(corpus_dir(root))
 
     label_map = read_labels(labels, encoding=encoding) if labels is not None else None  # checked before any work
     with staged_output(corpus_dir(root), root=root, overwrite=overwrite or append) as tmp:
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
         fs.makedirs(scratch_path, exist_ok=True)
-        partitions, source_words = _partitions(
+        partitions, source_words = input_partitions(
             format, inputs, scratch, vocab=vocab, doc_ids=doc_ids, text_column=text_column,
             id_column=id_column, min_word_length=min_word_length, ratings_columns=ratings_columns,
             delimiter=delimiter, block_size=docs_per_shard, encoding=encoding,
@@ -422,7 +323,7 @@ def ingest(
         tf = np.sum([r.tf for r in results], axis=0)
         n_new_shards = sum(r.url is not None for r in results)
         if existing is not None:
-            _link_existing(existing, tmp, [r.url for r in results if r.url is not None])
+            link_existing(existing, tmp, [r.url for r in results if r.url is not None])
             df = df + existing.vocab.column("df").to_numpy()
             tf = tf + existing.vocab.column("tf").to_numpy()
         vocab_table = pa.table(
@@ -480,48 +381,12 @@ def ingest(
     return report
 
 
-def _partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id_column, min_word_length,
-                ratings_columns, delimiter, block_size, encoding):
-    if format == "uci":
-        if vocab is None:
-            vocabs = {uci_vocab_for(u) for u in inputs}
-            if len(vocabs) != 1:
-                raise InputError(f"docword files {inputs} imply different vocabularies; pass --vocab")
-            vocab = vocabs.pop()
-        return uci_partitions(inputs, vocab, doc_ids_url=doc_ids, block_size=block_size)
-    if format == "text":
-        parts = text_partitions(
-            inputs, text_column=text_column, id_column=id_column,
-            options=TextOptions(min_word_length=min_word_length, encoding=encoding), block_size=block_size,
-            files_per_partition=config.get("ingest.files-per-partition"),
-        )
-        return parts, None
-    if format == "baskets":
-        if not delimiter:
-            raise InputError("the baskets delimiter is empty; expected a separator such as ','")
-        return baskets_partitions(inputs, delimiter=delimiter, block_size=block_size, encoding=encoding), None
-    n_buckets = int(ratings_buckets(inputs))
-    (bucket_files,) = _progress.compute(partition_ratings(inputs, ratings_columns, scratch, n_buckets, encoding))
-    parts = []
-    for b in range(n_buckets):
-        files = tuple(f[b] for f in bucket_files if f[b])
-        if files:
-            parts.append(RatingsBucketPartition(files, tuple(inputs), block_size))
-    return parts, None
-
-
 def _check_unique_doc_ids(infos, raw_files: list[str]) -> None:
-    hashes = [h for info in infos for h in info.hashes]
-    dup = find_duplicate_doc_id(hashes)
-    if dup is None:
-        return
-    a_block, a_row, b_block, b_row = dup
-    names = []
-    for block, row in ((a_block, a_row), (b_block, b_row)):
-        fs, path = get_fs(raw_files[block])
+    def doc_id_at(part: int, row: int) -> str:
+        fs, path = get_fs(raw_files[part])
         with fs.open(path, "rb") as f:
-            names.append(pq.read_table(f, columns=["doc_id"]).column("doc_id")[row].as_py())
-    if names[0] != names[1]:  # a 64-bit hash collision: vanishingly rare, not a duplicate
-        return
-    raise InputError(f"document id {names[0]!r} occurs more than once in the input; expected unique ids")
+            return pq.read_table(f, columns=["doc_id"]).column("doc_id")[row].as_py()
 
+    dup = repeated_doc_id([h for info in infos for h in info.hashes], doc_id_at)
+    if dup is not None:
+        raise InputError(f"document id {dup[2]!r} occurs more than once in the input; expected unique ids")

@@ -28,8 +28,9 @@ import dask
 import numpy as np
 import zarr
 
-from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_heldout, check_int, check_name, check_option, check_validation
+from jsmf_dask import _progress
+from jsmf_dask._validation import check_heldout, check_name, check_validation
+from jsmf_dask.parameters import parameter
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output, write_file
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_array
@@ -40,9 +41,9 @@ from jsmf_dask.kernels.metrics import topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step
 from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.kernels.variational import dirichlet_expectation, moment_alpha, topic_bound, topics_from_model
-from jsmf_dask.pipeline.cooccur import library_versions
+from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
-from jsmf_dask.pipeline.fit import FitResult, write_topics
+from jsmf_dask.pipeline.fit_model import FitResult, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
 from jsmf_dask.stages.refine import METHODS, SweepParams, finish_tasks, gamma_dir, sweep_tasks
 
@@ -114,32 +115,24 @@ def change_line(k: int, gained: list[int], lost: list[int], words: list[str]) ->
 
 
 def _check_params(method, sweeps, tol, alpha, eta, inner_iterations) -> None:
-    owner = "refine"
-    check_option(method, "method", owner, METHODS)
-    check_int(sweeps, "sweeps", owner, low=1)
-    check_int(inner_iterations, "inner_iterations", owner, low=1)
-    if tol is not None and not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and tol > 0):
-        raise InvalidParameterError(f"The 'tol' parameter of {owner} must be a float > 0 or None. Got {tol!r} instead.")
-    for key, value in (("alpha", alpha), ("eta", eta)):
-        if not (value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-                                    and math.isfinite(value))):
-            raise InvalidParameterError(f"The {key!r} parameter of {owner} must be 'auto' or a float > 0. "
-                                        f"Got {value!r} instead.")
+    for key, value in (("method", method), ("sweeps", sweeps), ("tol", tol), ("alpha", alpha), ("eta", eta),
+                       ("inner_iterations", inner_iterations)):
+        parameter("refine", key).check(value, "refine")
 
 
 def refine(
     root: str,
     *,
     model: str,
-    method: str | None = None,
-    sweeps: int | None = None,
-    tol: float | None = None,
-    alpha: float | str | None = None,
-    eta: float | str | None = None,
+    method: str = "cvb0",
+    sweeps: int = 50,
+    tol: float | None = 1e-4,
+    alpha: float | str = "auto",
+    eta: float | str = 0.05,
     name: str | None = None,
     heldout: float | None = None,
     validation: float | None = None,
-    inner_iterations: int | None = None,
+    inner_iterations: int = 3,
     inner_tol: float = 1e-3,
     overwrite: bool = False,
     on_sweep: Callable[[SweepRecord], None] | None = None,
@@ -152,23 +145,22 @@ def refine(
         Run root holding ``corpus/`` and the model.
     model : str
         The model to start from (its ``B`` and ``A``).
-    method : {'cvb0', 'vb'}, optional
+    method : {'cvb0', 'vb'}, default='cvb0'
         Zero-order collapsed variational Bayes (:mod:`jsmf_dask.kernels.collapsed`)
-        or variational Bayes (:mod:`jsmf_dask.kernels.variational`) (default
-        ``jsmf.refine.method``: see the README for the measurements behind it).
-    sweeps : int, optional
-        Passes over the corpus at most (default ``jsmf.refine.sweeps``).
-    tol : float, optional
+        or variational Bayes (:mod:`jsmf_dask.kernels.variational`) (see the
+        README for the measurements behind the default).
+    sweeps : int, default=50
+        Passes over the corpus at most.
+    tol : float or None, default=1e-4
         Stop earlier when the relative change (Frobenius) of the word–topic
-        counts falls below it (default ``jsmf.refine.tol``).
-    alpha : 'auto' or float, optional
+        counts falls below it; None: no such stop.
+    alpha : 'auto' or float, default='auto'
         Document–topic prior: a float is a symmetric prior; ``'auto'`` learns
         an asymmetric one (one value per topic) by Minka's fixed point between
-        sweeps, started from a Dirichlet moment-matched to the source model's
-        ``A`` (default ``jsmf.refine.alpha``).
-    eta : 'auto' or float, optional
+        sweeps, started from a Dirichlet moment-matched to the source model's ``A``.
+    eta : 'auto' or float, default=0.05
         Symmetric topic–word prior; ``'auto'`` learns it by Minka's fixed point
-        between sweeps (default ``jsmf.refine.eta``).
+        between sweeps.
     name : str, optional
         Output model (default ``<model>-<method>``).
     heldout : float, optional
@@ -184,9 +176,9 @@ def refine(
         (``jsmf cooccur --validation``), none when it left out none; another
         non-zero value is an error (the spectral model saw those documents,
         so their score would flatter it); 0 turns it off.
-    inner_iterations : int, optional
+    inner_iterations : int, default=3
         Updates per document and sweep at most (the documents' state is kept
-        between sweeps, so a few suffice; default ``jsmf.refine.inner-iterations``).
+        between sweeps, so a few suffice).
     inner_tol : float, default=1e-3
         A document stops when the mean change of its topic counts falls below this.
     overwrite : bool, default=False
@@ -198,12 +190,6 @@ def refine(
     RefineResult
     """
     root = os.fspath(root)
-    method = config.get("refine.method", method)
-    sweeps = config.get("refine.sweeps", sweeps)
-    tol = config.get("refine.tol", tol)
-    alpha = config.get("refine.alpha", alpha)
-    eta = config.get("refine.eta", eta)
-    inner_iterations = config.get("refine.inner-iterations", inner_iterations)
     check_name(model, "model", "refine")
     check_name(name, "name", "refine", allow_none=True)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "refine")

@@ -24,7 +24,9 @@ from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence
-from jsmf_dask.kernels.lowrank import LowRankCooccurrence, law_coordinates, principal_coordinates
+from jsmf_dask.kernels.law import law_coordinates, principal_coordinates
+from jsmf_dask.kernels.lowrank import LowRankCooccurrence
+from jsmf_dask.kernels.upper_sparse import symmetric_from_upper
 from jsmf_dask.kernels.metrics import top_words, topic_changes
 from jsmf_dask.kernels.recover import topic_topic
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path, read_metrics
@@ -191,7 +193,8 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             with contextlib.suppress(StoreError):
                 spaces[f"rectified C̄ of {main} (2-D PCA)"] = pca_coordinates(stored_rectified(m))
         elif "correction" in m.group:  # low-rank form (AP, ENN): the rows in LAW's K-dimensional space
-            U, s_, E = low_rank_rectified(m)
+            U, s_, upper = low_rank_rectified(m)
+            E = symmetric_from_upper(*upper, U.shape[0])
             k_ = U.shape[1] - 1
             Z, _ = law_coordinates(LowRankCooccurrence(U[:, :k_] * np.sqrt(s_[:k_]), E, float(s_[-1])))
             spaces[f"rectified C̄ of {main} (LAW space, 2-D PCA)"] = principal_coordinates(Z.T)

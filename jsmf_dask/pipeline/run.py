@@ -19,15 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jsmf_dask import config as jsmf_config
+from jsmf_dask.parameters import parameter
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
 from jsmf_dask.io.model_store import model_path
 from jsmf_dask.pipeline.cooccur import cooccur
 from jsmf_dask.pipeline.evaluate import evaluate, metrics_path
-from jsmf_dask.pipeline.fit import default_name, fit
+from jsmf_dask.pipeline.fit import fit
+from jsmf_dask.pipeline.fit_model import default_name
 from jsmf_dask.pipeline.infer import doc_topics_path, infer
-from jsmf_dask.pipeline.ingest import ingest, uci_vocab_for
+from jsmf_dask.pipeline.ingest import ingest
+from jsmf_dask.pipeline.ingest_inputs import uci_vocab_for
 from jsmf_dask.pipeline.refine import default_refined_name, refine
 from jsmf_dask.pipeline.report import report, report_dir
 from jsmf_dask.pipeline.run_config import RunConfig, load_run_config
@@ -135,8 +137,8 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
                               fit_action)
     for params in cfg.stage("refine") or []:
         kwargs = dict(params)
-        name = kwargs.setdefault("name", default_refined_name(kwargs["model"],
-                                                              jsmf_config.get("refine.method", kwargs.get("method"))))
+        name = kwargs.setdefault("name", default_refined_name(
+            kwargs["model"], kwargs.get("method", parameter("refine", "method").default)))
         source_fp = fit_fps.get(kwargs["model"]) or upstream(f"fit-{kwargs['model']}")
 
         def refine_action(kwargs=kwargs) -> list[str]:

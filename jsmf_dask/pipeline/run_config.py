@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from jsmf_dask._validation import name_problem
+from jsmf_dask.parameters import stage_parameters
 from jsmf_dask.exceptions import JSMFError
 
 __all__ = ["ConfigError", "RunConfig", "load_run_config", "STAGES"]
@@ -52,6 +53,14 @@ class ConfigError(JSMFError):
 
 
 _STR, _INT, _FLOAT, _BOOL = (str,), (int,), (int, float), (bool,)
+_KINDS = {"int": _INT, "float": _FLOAT, "choice": _STR, "prior": _STR + _FLOAT, "str": _STR}
+
+
+def _table_specs(stage: str) -> dict[str, tuple[tuple[type, ...], bool]]:
+    """The config keys of ``stage``'s entries in :data:`~jsmf_dask.parameters.PARAMETERS`: type and whether required."""
+    return {p.config_key: (_KINDS[p.kind], p.required) for p in stage_parameters(stage)}
+
+
 _FRACTION = (_FLOAT, False)
 _TOP = {"root": (_STR, True), "scheduler": (_STR, False), "workers": (_INT, False), "memory_limit": (_STR, False)}
 _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -65,16 +74,10 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     },
     "cooccur": {"tile_size": (_INT, False), "codoc": (_BOOL, False), "batch_nnz": (_INT, False),
                 "update": (_BOOL, False), "heldout": _FRACTION, "validation": _FRACTION, "rank": (_INT, False), "eig_tol": (_FLOAT, False)},
-    "fit": {
-        "topics": (_INT, True), "rectifier": (_STR, False), "iterations": (_INT, False), "tol": (_FLOAT, False),
-        "end_with": (_STR, False), "solver": (_STR, False), "min_anchor_df": (_INT, False), "seed": (_INT, False),
-        "name": (_STR, False), "path": (_STR, False), "eig_tol": (_FLOAT, False), "warm_start": (_STR, False),
-    },
-    "refine": {
-        "model": (_STR, True), "method": (_STR, False), "sweeps": (_INT, False), "tol": (_FLOAT, False),
-        "alpha": (_STR + _FLOAT, False), "eta": (_STR + _FLOAT, False), "name": (_STR, False), "heldout": _FRACTION,
-        "validation": _FRACTION, "inner_iterations": (_INT, False),
-    },
+    # fit's and refine's algorithm parameters come from the parameter table (their values are checked
+    # against it when the stage runs); the keys below are the rest
+    "fit": {**_table_specs("fit"), "name": (_STR, False), "warm_start": (_STR, False)},
+    "refine": {**_table_specs("refine"), "model": (_STR, True), "name": (_STR, False), "heldout": _FRACTION},
     "evaluate": {"models": ((list,), False), "heldout": _FRACTION},
     "report": {"model": (_STR, False), "baseline": (_STR, False)},
     "infer": {"model": (_STR, False)},

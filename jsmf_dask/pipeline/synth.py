@@ -13,23 +13,25 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import zarr
 from zarr.codecs import ZstdCodec
 
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.fs import join, staged_output
+from jsmf_dask.io.parquet import corpus_dir, shard_name, write_shard, write_vocabulary
 from jsmf_dask.io.zarr_store import zarr_store
-from jsmf_dask.testing.synthetic import (
+from jsmf_dask.kernels.synthetic import (
     PRIORS,
+    SyntheticCorpus,
     dirichlet_topic_topic,
     random_covariance,
     sample_corpus,
     separable_topics,
-    write_corpus,
 )
 
-__all__ = ["SynthReport", "synth", "truth_path", "read_truth", "TOPICS_FROM"]
+__all__ = ["SynthReport", "synth", "truth_path", "read_truth", "write_corpus", "TOPICS_FROM"]
 
 #: How ``synth`` draws random topics: with a planted anchor word each, or as plain LDA does.
 TOPICS_FROM = ("separable", "dirichlet")
@@ -157,3 +159,44 @@ def read_truth(root: str) -> dict[str, np.ndarray]:
     """The arrays of ``<root>/truth.zarr`` except ``theta`` (read that one lazily from the group)."""
     group = zarr.open_group(zarr_store(truth_path(root), read_only=True), mode="r")
     return {name: group[name][...] for name in ("B", "A", "A_prior", "anchors") if name in group}
+
+
+def write_corpus(
+    root: str,
+    corpus: SyntheticCorpus,
+    n_words: int,
+    *,
+    words: list[str] | None = None,
+    docs_per_shard: int = 50000,
+    row_group_size: int = 10000,
+    overwrite: bool = False,
+) -> None:
+    """Write ``corpus`` as ``<root>/corpus`` (shards + a vocabulary of ``n_words`` words ``w00000``…)."""
+    if words is None:
+        words = [f"w{i:05d}" for i in range(n_words)]
+    df = np.bincount(corpus.word_ids, minlength=n_words)
+    tf = np.bincount(corpus.word_ids, weights=corpus.counts, minlength=n_words)
+    with staged_output(corpus_dir(root), root=root, overwrite=overwrite) as tmp:
+        for shard, start in enumerate(range(0, corpus.n_docs, docs_per_shard)):
+            stop = min(start + docs_per_shard, corpus.n_docs)
+            a, b = int(corpus.offsets[start]), int(corpus.offsets[stop])
+            off = (corpus.offsets[start : stop + 1] - a).astype(np.int32)
+            table = pa.table(
+                {
+                    "doc_id": pa.array([f"d{i}" for i in range(start, stop)], pa.string()),
+                    "word_ids": pa.ListArray.from_arrays(pa.array(off), pa.array(corpus.word_ids[a:b])),
+                    "counts": pa.ListArray.from_arrays(pa.array(off), pa.array(corpus.counts[a:b])),
+                }
+            )
+            write_shard(table, join(tmp, shard_name(shard)), n_words=n_words, row_group_size=row_group_size)
+        write_vocabulary(
+            pa.table(
+                {
+                    "word_id": np.arange(n_words, dtype=np.int32),
+                    "word": pa.array(words, pa.string()),
+                    "df": df.astype(np.int64),
+                    "tf": tf.astype(np.int64),
+                }
+            ),
+            tmp,
+        )

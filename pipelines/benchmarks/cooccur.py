@@ -35,7 +35,8 @@ import numpy as np
 
 def generate(root: Path, n_docs: int, n_words: int, length: float, seed: int) -> None:
     """Write a synthetic corpus under ``root/corpus`` unless it is already there."""
-    from jsmf_dask.testing.synthetic import sample_corpus, separable_topics, write_corpus
+    from jsmf_dask.kernels.synthetic import sample_corpus, separable_topics
+    from jsmf_dask.pipeline.synth import write_corpus
 
     if (root / "corpus" / "vocab.parquet").exists():
         return

@@ -88,7 +88,7 @@ def ap_iteration_over_dgemm(root: str, k: int, repeats: int = 3, cycles: int = 1
     from threadpoolctl import threadpool_limits
 
     from jsmf_dask import open_cooccurrence
-    from jsmf_dask.kernels.rectify import DenseAP, alternating_projection
+    from jsmf_dask.kernels.ap import DenseAP, alternating_projection
 
     C = open_cooccurrence(f"{root}/cooc.zarr").C[:]
     n = C.shape[0]

@@ -98,7 +98,7 @@ def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
 def _drops_compute_failed() -> bool:
     import logging
 
-    from jsmf_dask.cluster import _DropReportedElsewhere
+    from jsmf_dask._worker_plugins import _DropReportedElsewhere
 
     return any(isinstance(f, _DropReportedElsewhere) for f in logging.getLogger("distributed.worker").filters)
 
@@ -107,7 +107,7 @@ def test_worker_filter_drops_only_what_is_reported_elsewhere():
     """The task failure dump and a heartbeat lost at shutdown go; any other worker error stays."""
     import logging
 
-    from jsmf_dask.cluster import _DropReportedElsewhere
+    from jsmf_dask._worker_plugins import _DropReportedElsewhere
 
     def record(msg: str, level: int = logging.ERROR) -> logging.LogRecord:
         return logging.LogRecord("distributed.worker", level, __file__, 1, msg, None, None)

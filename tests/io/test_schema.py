@@ -35,7 +35,10 @@ def docs(ids, words, counts):
 
 
 def test_valid_documents_pass_including_empty_lists():
-    validate_documents(docs(["a", "b", "c"], [[0, 3], [], [1]], [[1, 2], [], [5]]), 4, "f")
+    table = docs(["a", "b", "c"], [[0, 3], [], [1]], [[1, 2], [], [5]])
+    assert validate_documents(table, 4, "f") is None  # word ids below N = 4, an empty document allowed
+    with pytest.raises(CorpusSchemaError, match=r"row 10 \(doc_id 'a'\): field 'word_ids' has value 3"):
+        validate_documents(table, 3, "f", 10)  # the same table against N = 3: its word id 3 is out of range
 
 
 @pytest.mark.parametrize(

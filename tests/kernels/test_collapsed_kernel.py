@@ -26,6 +26,7 @@ from jsmf_dask.kernels.collapsed import (
     learn_eta,
     minka_alpha_step,
 )
+from tests.conftest import examples
 
 
 def reference_cvb0_sweep(docs, W, alpha, eta, doc_topic, max_iter, tol):
@@ -145,7 +146,7 @@ def _lda_corpus(rng, n_docs, n_words, k, length, alpha=0.1, beta=0.05):
 
 
 @given(st.integers(0, 2**31 - 1))
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 def test_held_out_likelihood_improves_over_sweeps(seed):
     """From a random start, the held-out documents' likelihood under φ rises from the first sweeps to later."""
     rng = np.random.default_rng(seed)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jsmf_dask.kernels.cooccurrence import block_contribution, count_matrix, tile_products
+from tests.conftest import examples
 from tests.conftest import dense_cooccurrence
 
 
@@ -65,7 +66,7 @@ documents = st.lists(
 ).filter(lambda docs: any(sum(d.values()) >= 2 for d in docs))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(docs=documents, tile=st.integers(1, 12), blocks=st.integers(1, 4))
 def test_matches_dense_reference_and_properties(docs, tile, blocks):
     blocks = min(blocks, len(docs))

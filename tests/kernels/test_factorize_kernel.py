@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from jsmf_dask.kernels.anchors import greedy_anchors
 from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
 from jsmf_dask.kernels.recover import exponentiated_gradient, recover_weights, simplex_least_squares
-from jsmf_dask.testing.synthetic import dirichlet_topic_topic, separable_topics
+from jsmf_dask.kernels.synthetic import dirichlet_topic_topic, separable_topics
+from tests.conftest import examples
 
 
 def separable_truth(n=60, k=4, seed=0):
@@ -84,7 +85,7 @@ def test_simplex_least_squares_satisfies_kkt():
         assert np.all(grad[~free] >= grad[free].min() - 1e-9 * np.abs(grad).max())
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 10_000), k=st.integers(1, 25), repeated=st.booleans())
 def test_compiled_active_set_equals_the_python_one(seed, k, repeated):
     """recover_weights' compiled loop is simplex_least_squares step for step (1e-12), including the (nearly)

@@ -5,7 +5,7 @@ import scipy.sparse as sps
 
 from jsmf_dask.kernels.infer import document_topics
 from jsmf_dask.kernels.recover import simplex_least_squares
-from jsmf_dask.testing.synthetic import separable_topics
+from jsmf_dask.kernels.synthetic import separable_topics
 
 
 def test_a_topic_distribution_returns_that_topic():

@@ -18,7 +18,8 @@ from jsmf_dask.kernels.variational import (
     topic_bound,
     topics_from_model,
 )
-from jsmf_dask.testing.synthetic import dirichlet_topic_topic
+from jsmf_dask.kernels.synthetic import dirichlet_topic_topic
+from tests.conftest import examples
 
 
 def random_corpus(rng, n_docs=40, n_words=30, k=4, length=25):
@@ -133,7 +134,7 @@ def _sweeps(X, lam, alpha, eta, n):
     return np.array(bounds)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(seed=st.integers(0, 10_000), alpha=st.sampled_from([0.05, 0.1, 0.5]))
 def test_bound_never_decreases_across_sweeps(seed, alpha):
     rng = np.random.default_rng(seed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jsmf_dask.kernels.tokenize import count_tokens, tokenize
+from jsmf_dask.io.sources.tokenize import count_tokens, tokenize
 from jsmf_dask.kernels.vocabulary import select_vocabulary, tfidf_scores
 
 # Four documents over words (a, b, c, d):  "a a b c", "a b", "a c c c", "d b".

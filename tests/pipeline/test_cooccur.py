@@ -7,12 +7,8 @@ import pytest
 
 from jsmf_dask import cooccur, ingest, open_cooccurrence
 from jsmf_dask.io.parquet import list_blocks, read_block, read_vocabulary, vocabulary_hash
-from jsmf_dask.testing.synthetic import (
-    dirichlet_topic_topic,
-    sample_corpus,
-    separable_topics,
-    write_corpus,
-)
+from jsmf_dask.kernels.synthetic import dirichlet_topic_topic, sample_corpus, separable_topics
+from jsmf_dask.pipeline.synth import write_corpus
 from tests.conftest import REUTERS_DOCWORD, dense_cooccurrence, write_uci
 
 

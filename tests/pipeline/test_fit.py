@@ -32,7 +32,7 @@ def test_estimator_equals_the_public_functions(synthetic_root):
     store = open_cooccurrence(f"{synthetic_root}/cooc.zarr")
     from threadpoolctl import threadpool_limits
 
-    from jsmf_dask.stages.fit import in_task_blas_threads
+    from jsmf_dask.stages.rectify import in_task_blas_threads
 
     # the same BLAS threads as the fit's task: AP's 40 changes agree to rounding only in the same arithmetic
     with threadpool_limits(limits=in_task_blas_threads(300), user_api="blas"):
@@ -51,8 +51,9 @@ def test_estimator_equals_the_public_functions(synthetic_root):
 def test_estimator_with_enn_equals_the_pipeline_and_the_kernels(synthetic_root):
     """rectifier='enn': fit(root) is the pipeline's low-rank fit; fit_cooccurrence the same kernels in memory."""
     from jsmf_dask.kernels.factorize import recover_low_rank
-    from jsmf_dask.kernels.lowrank import enn_rectify, law_anchors, law_coordinates
-    from jsmf_dask.kernels.rectify import top_eigenpairs
+    from jsmf_dask.kernels.enn import enn_rectify
+    from jsmf_dask.kernels.law import law_anchors, law_coordinates
+    from jsmf_dask.kernels.eigen import top_eigenpairs
 
     model = RectifiedAnchorWords(n_topics=5, rectifier="enn", max_iter=20, refine_sweeps=0).fit(
         synthetic_root, name="est-enn", overwrite=True)
@@ -183,7 +184,7 @@ def test_bad_parameters_and_stores(tmp_path, synthetic_root):
 
 
 def test_tiled_ap_equals_plain_dense_ap_n500(tmp_path):
-    from tests.kernels.test_rectify_kernel import reference_ap
+    from tests.kernels.test_ap_dc_eigen_kernels import reference_ap
 
     synth(tmp_path, n_docs=2000, n_words=500, n_topics=6, doc_length=60, seed=5)
     cooccur(tmp_path, tile_size=128)
@@ -195,8 +196,8 @@ def test_tiled_ap_equals_plain_dense_ap_n500(tmp_path):
 
 
 def test_in_task_memory_is_checked_before_starting():
-    from jsmf_dask.pipeline.fit import _fat_worker
-    from jsmf_dask.stages.fit import in_task_memory
+    from jsmf_dask.pipeline.fit_plan import fat_worker
+    from jsmf_dask.stages.rectify import in_task_memory
 
     class FakeClient:
         def scheduler_info(self, n_workers=-1):
@@ -204,10 +205,10 @@ def test_in_task_memory_is_checked_before_starting():
                                 "tcp://10.0.0.2:1": {"memory_limit": 8 * 2**30}}}
 
     need = in_task_memory(15000)  # 2.5 · 8 · 15000² bytes + 256 MiB ≈ 4.4 GiB: not in 80% of 4 GiB
-    assert _fat_worker(FakeClient(), need) == "tcp://10.0.0.2:1"
+    assert fat_worker(FakeClient(), need) == "tcp://10.0.0.2:1"
     with pytest.raises(StoreError, match=r"needs about 8\.\d GiB in one task; the largest worker \(tcp://10\.0\.0\.2:1\) "
                                          r"has a memory limit of 8\.0 GiB\. Start a worker with --memory-limit"):
-        _fat_worker(FakeClient(), in_task_memory(21000))
+        fat_worker(FakeClient(), in_task_memory(21000))
 
 
 @pytest.mark.parametrize("threshold", [10_000, 0])
@@ -220,7 +221,7 @@ def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_ro
 
     from threadpoolctl import threadpool_info
 
-    import jsmf_dask.stages.fit as stage
+    import jsmf_dask.stages.rectify as stage
 
     seen = []
     real = getattr(stage, kernel)
@@ -237,9 +238,9 @@ def test_in_task_rectification_takes_blas_threads_by_the_vocabulary(synthetic_ro
 
 def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
     """The automatic switch on a real LocalCluster: in-task where the dense path fits, tiled where it does not."""
-    import jsmf_dask.pipeline.fit as fit_module
+    import jsmf_dask.pipeline.fit_plan as fit_module
     from jsmf_dask.cluster import connect
-    from jsmf_dask.stages.fit import in_task_memory
+    from jsmf_dask.stages.rectify import in_task_memory
 
     synth(tmp_path, n_docs=600, n_words=80, n_topics=4, doc_length=40, seed=3)
     cooccur(tmp_path)

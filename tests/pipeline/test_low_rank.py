@@ -10,7 +10,8 @@ from jsmf_dask import cooccur, fit, ingest, open_cooccurrence
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.model_store import open_model
 from jsmf_dask.io.parquet import list_blocks
-from jsmf_dask.pipeline import fit as fit_module
+from jsmf_dask.kernels.enn import enn_memory
+from jsmf_dask.pipeline import fit_plan
 from jsmf_dask.pipeline.synth import read_truth, synth
 from jsmf_dask.stages.compressed import block_totals, product_task, scaled_blocks
 from tests.conftest import REUTERS_DOCWORD, listing
@@ -146,7 +147,7 @@ def test_bad_input_is_refused_before_anything_is_written(reuters, monkeypatch):
     with pytest.raises(InvalidParameterError, match=r"'rank' parameter"):
         cooccur(compressed, rank=1, overwrite=True)
     # a worker too small even for O(N·K): the figure and the flag to raise, nothing written
-    monkeypatch.setattr(fit_module, "_largest_memory", lambda client: (None, 8 << 20, "the largest worker (test)"))
+    monkeypatch.setattr(fit_plan, "largest_memory", lambda client: (None, 8 << 20, "the largest worker (test)"))
     with pytest.raises(StoreError, match=r"ENN \+ LAW\) needs about [\d.]+ GiB .*--memory-limit of at least"):
         fit(compressed, n_topics=5, name="too-small")
     assert listing(compressed) == before
@@ -158,9 +159,9 @@ def test_dense_store_too_large_for_one_task_takes_its_eigenpairs_tile_by_tile(re
     direct = fit(root / "dense", n_topics=6, rectifier="enn", min_anchor_df=5, iterations=10, name="direct",
                  eig_tol=1e-11)
     # a worker whose memory holds O(N·K) but not the dense C: the start comes from tiled products
-    need = fit_module.enn_memory(800, 6)
-    monkeypatch.setattr(fit_module, "_largest_memory",
-                        lambda client: (None, int(need / fit_module.IN_TASK_SHARE) + 1, "the largest worker (test)"))
+    need = enn_memory(800, 6)
+    monkeypatch.setattr(fit_plan, "largest_memory",
+                        lambda client: (None, int(need / fit_plan.IN_TASK_SHARE) + 1, "the largest worker (test)"))
     tiled = fit(root / "dense", n_topics=6, rectifier="enn", min_anchor_df=5, iterations=10, name="tiled",
                 eig_tol=1e-11)
     np.testing.assert_array_equal(tiled.anchors, direct.anchors)

@@ -343,8 +343,8 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
 
 @pytest.mark.parametrize("argv,status,message", [
     (["--method", "gibbs"], 2, "argument --method: invalid choice: 'gibbs'"),
-    (["--alpha", "-0.1"], 2, "argument --alpha: expected a number > 0, got '-0.1'"),
-    (["--eta", "lots"], 2, "argument --eta: expected a number > 0, got 'lots'"),
+    (["--alpha", "-0.1"], 2, "argument --alpha: expected 'auto' or a float > 0, got '-0.1'"),
+    (["--eta", "lots"], 2, "argument --eta: expected 'auto' or a float > 0, got 'lots'"),
     (["--validation", "0.05"], 1, "jsmf: error: --validation (0.05) asks to stop by documents that"),
 ])
 def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, message, capsys):

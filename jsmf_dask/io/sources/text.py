@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.sources._common import ReadSummary, StringSource, decode_text, open_input, text_lines
-from jsmf_dask.kernels.tokenize import count_tokens
+from jsmf_dask.io.sources.tokenize import count_tokens
 
 __all__ = ["TextOptions", "TextTablePartition", "TextFilesPartition", "TarballPartition", "text_partitions"]
 

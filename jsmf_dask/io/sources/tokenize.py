@@ -1,4 +1,4 @@
-"""Tokenisation of raw text into word counts."""
+"""Tokenisation of raw text into word counts (how the text sources read a document)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Synthetic corpora drawn from a known topic model, for tests and benchmarks.
+"""Synthetic corpora drawn from a known topic model (numpy only): ``jsmf synth``, tests and benchmarks.
 
 Documents follow the generative model the paper assumes: a document's topic
 weights ``θ_m`` come from a prior (Dirichlet here), each of its ``n_m`` tokens
@@ -11,10 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
-
-from jsmf_dask.io.fs import join, staged_output
-from jsmf_dask.io.parquet import corpus_dir, shard_name, write_shard, write_vocabulary
 
 __all__ = [
     "PRIORS",
@@ -24,7 +20,6 @@ __all__ = [
     "separable_topics",
     "dirichlet_topic_topic",
     "sample_corpus",
-    "write_corpus",
 ]
 
 
@@ -171,44 +166,3 @@ def sample_corpus(
         counts=np.concatenate(counts_out),
         theta=np.concatenate(thetas),
     )
-
-
-def write_corpus(
-    root: str,
-    corpus: SyntheticCorpus,
-    n_words: int,
-    *,
-    words: list[str] | None = None,
-    docs_per_shard: int = 50000,
-    row_group_size: int = 10000,
-    overwrite: bool = False,
-) -> None:
-    """Write ``corpus`` as ``<root>/corpus`` (shards + a vocabulary of ``n_words`` words ``w00000``…)."""
-    if words is None:
-        words = [f"w{i:05d}" for i in range(n_words)]
-    df = np.bincount(corpus.word_ids, minlength=n_words)
-    tf = np.bincount(corpus.word_ids, weights=corpus.counts, minlength=n_words)
-    with staged_output(corpus_dir(root), root=root, overwrite=overwrite) as tmp:
-        for shard, start in enumerate(range(0, corpus.n_docs, docs_per_shard)):
-            stop = min(start + docs_per_shard, corpus.n_docs)
-            a, b = int(corpus.offsets[start]), int(corpus.offsets[stop])
-            off = (corpus.offsets[start : stop + 1] - a).astype(np.int32)
-            table = pa.table(
-                {
-                    "doc_id": pa.array([f"d{i}" for i in range(start, stop)], pa.string()),
-                    "word_ids": pa.ListArray.from_arrays(pa.array(off), pa.array(corpus.word_ids[a:b])),
-                    "counts": pa.ListArray.from_arrays(pa.array(off), pa.array(corpus.counts[a:b])),
-                }
-            )
-            write_shard(table, join(tmp, shard_name(shard)), n_words=n_words, row_group_size=row_group_size)
-        write_vocabulary(
-            pa.table(
-                {
-                    "word_id": np.arange(n_words, dtype=np.int32),
-                    "word": pa.array(words, pa.string()),
-                    "df": df.astype(np.int64),
-                    "tf": tf.astype(np.int64),
-                }
-            ),
-            tmp,
-        )

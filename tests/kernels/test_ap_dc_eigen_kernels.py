@@ -7,14 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsmf_dask.kernels.rectify import (
-    DenseAP,
-    LowRankIterate,
-    alternating_projection,
-    diagonal_completion,
-    top_eigenpairs,
-)
-from jsmf_dask.testing.synthetic import dirichlet_topic_topic, sample_corpus, separable_topics
+from jsmf_dask.kernels.ap import DenseAP, LowRankIterate, alternating_projection
+from jsmf_dask.kernels.dc import diagonal_completion
+from jsmf_dask.kernels.eigen import top_eigenpairs
+from jsmf_dask.kernels.synthetic import dirichlet_topic_topic, sample_corpus, separable_topics
+from tests.conftest import examples
 
 
 def noisy_cooccurrence(n: int, k: int, seed: int, docs: int = 400) -> np.ndarray:
@@ -65,13 +62,13 @@ def test_auto_cold_start_is_block_krylov_where_its_basis_fits(k, krylov, monkeyp
     blocks of 11, N = 400), LOBPCG otherwise (K = 40: blocks of 60)."""
     import scipy.sparse.linalg as spla
 
-    from jsmf_dask.kernels import rectify
+    from jsmf_dask.kernels import eigen
 
-    assert (400 // (8 * rectify.block_size(k, 400)) >= 3) == krylov
+    assert (400 // (8 * eigen.block_size(k, 400)) >= 3) == krylov
     C = noisy_cooccurrence(400, 8, seed=2)
     calls = []
-    block_krylov, lobpcg = rectify._block_krylov, spla.lobpcg
-    monkeypatch.setattr(rectify, "_block_krylov", lambda *a, **kw: calls.append("krylov") or block_krylov(*a, **kw))
+    block_krylov, lobpcg = eigen._block_krylov, spla.lobpcg
+    monkeypatch.setattr(eigen, "_block_krylov", lambda *a, **kw: calls.append("krylov") or block_krylov(*a, **kw))
     monkeypatch.setattr(spla, "lobpcg", lambda *a, **kw: calls.append("lobpcg") or lobpcg(*a, **kw))
     eig = top_eigenpairs(lambda X: C @ X, 400, k, tol=1e-8, cold="auto")
     assert set(calls) == ({"krylov"} if krylov else {"lobpcg"})
@@ -84,7 +81,7 @@ def test_cold_start_memory_bounds_what_the_block_krylov_start_allocates():
     tracemalloc (numpy reports its buffers there), with room for a few N×b temporaries."""
     import tracemalloc
 
-    from jsmf_dask.kernels.rectify import block_size, cold_start_memory
+    from jsmf_dask.kernels.eigen import block_size, cold_start_memory
 
     n, k = 3000, 6
     C = noisy_cooccurrence(n, 8, seed=3, docs=300)
@@ -102,7 +99,7 @@ def test_cold_start_memory_bounds_what_the_block_krylov_start_allocates():
 def test_block_krylov_restarts_and_stops_at_its_cap():
     """A basis of three blocks must restart (from its Ritz vectors) to converge; a cap of two blocks stops
     with what it has, above the tolerance."""
-    from jsmf_dask.kernels.rectify import _block_krylov
+    from jsmf_dask.kernels.eigen import _block_krylov
 
     C = noisy_cooccurrence(400, 8, seed=2)
     w = np.linalg.eigvalsh(C)[::-1]
@@ -123,7 +120,7 @@ def test_block_krylov_restarts_and_stops_at_its_cap():
     assert len(products) == 2 and residual > 1e-10
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 10_000), k=st.integers(1, 5))
 def test_projection_properties(seed, k):
     rng = np.random.default_rng(seed)
@@ -325,7 +322,7 @@ def test_factored_iterates_equal_dense_formulas(chunk_rows):
     np.testing.assert_allclose(CV, X2 @ V, rtol=0, atol=1e-13 * np.abs(X2 @ V).max())
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(8, 80), b=st.integers(1, 8), dependent=st.integers(0, 3),
        log_scale=st.floats(-12, 3), decay=st.sampled_from([0.0, 3.0, 9.0]))
 def test_orthonormal_columns_is_the_q_of_a_thin_qr(seed, n, b, dependent, log_scale, decay):
@@ -333,7 +330,7 @@ def test_orthonormal_columns_is_the_q_of_a_thin_qr(seed, n, b, dependent, log_sc
     is Householder's Q up to column signs — the first j columns span X's first j, which a warm start
     cut to its leading columns relies on — and drops a column that is a combination of the others
     (kept, with the block's width, under ``keep_all``)."""
-    from jsmf_dask.kernels.rectify import _orthonormal_columns
+    from jsmf_dask.kernels.eigen import _orthonormal_columns
 
     rng = np.random.default_rng(seed)
     b = min(b, n // 2)

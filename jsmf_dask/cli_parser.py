@@ -1,0 +1,297 @@
+"""The ``jsmf`` command line's argument parser: one sub-command per stage (no I/O, no printing).
+
+The options of ``fit`` and ``refine`` come from the parameter table
+(:mod:`jsmf_dask.parameters`); the others are declared here.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from jsmf_dask import __version__
+from jsmf_dask.kernels.synthetic import PRIORS
+from jsmf_dask.parameters import cli_options
+from jsmf_dask.pipeline.compare import METHODS
+from jsmf_dask.pipeline.ingest import FORMATS
+from jsmf_dask.pipeline.synth import TOPICS_FROM
+
+__all__ = ["EXAMPLES", "build_parser"]
+
+
+EXAMPLES = {
+    "ingest": "jsmf ingest runs/nips pipelines/data/nips12-raw/nipstxt.tar.xz --vocab-size 5000 --encoding latin-1",
+    "cooccur": "jsmf cooccur runs/nips --heldout 0.1",
+    "fit": "jsmf fit runs/nips --topics 20",
+    "refine": "jsmf refine runs/nips --model k20-ap",
+    "evaluate": "jsmf evaluate runs/nips",
+    "compare": "jsmf compare runs/nips --topics 5,10,20 --methods none,ap,ap+cvb0",
+    "report": "jsmf report runs/nips --model k20-ap",
+    "infer": "jsmf infer runs/nips --model k20-ap-cvb0",
+    "run": "jsmf run pipelines/configs/demo.toml",
+    "synth": "jsmf synth runs/synth --docs 20000 --vocab 2000 --topics 20",
+}
+
+
+def _command(sub, name: str, **kwargs) -> argparse.ArgumentParser:
+    """A sub-command's parser, with its example as the epilog."""
+    return sub.add_parser(name, epilog=f"example: {EXAMPLES[name]}", **kwargs)
+
+
+def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", metavar="ROOT", help="run root: a local path or an fsspec URL (s3://bucket/run)")
+
+
+def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) -> None:
+    if overwrite:
+        p.add_argument("--overwrite", action="store_true", help="replace this command's existing output")
+    g = p.add_argument_group("cluster")
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS, else a LocalCluster of worker "
+        "processes sized to this machine); 'synchronous' or 'threads' run in this process",
+    )
+    g.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: one per core)")
+    g.add_argument("--memory-limit", metavar="BYTES", help="LocalCluster memory per worker, e.g. 4GiB")
+    g.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                   help="give up on a --scheduler that has not completed the Dask handshake by then (default: 10)")
+    g.add_argument("--quiet", action="store_true", help="print results only: no progress, no dashboard link")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 0.5:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 0.5], got {text!r}")
+    return value
+
+
+def _str_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``jsmf`` (one sub-command per stage)."""
+    parser = argparse.ArgumentParser(
+        prog="jsmf",
+        description="Rectified Anchor Words topic inference on Dask (Lee, Bindel & Mimno 2015).",
+    )
+    parser.add_argument("--version", action="version", version=f"jsmf_dask {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = _command(
+        sub, "ingest",
+        help="raw documents, bag of words, ratings or baskets -> curated Parquet corpus",
+        description="Read raw input into ROOT/corpus (Parquet shards + vocab.parquet), curating the "
+        "vocabulary by tf-idf as in the paper's experiments.",
+    )
+    _add_root(p)
+    p.add_argument("inputs", metavar="INPUT", nargs="+", help="input files or directories")
+    p.add_argument("--format", choices=FORMATS, default="auto",
+                   help="auto: docword.*.txt[.gz] is UCI, anything else raw text (default)")
+    p.add_argument("--vocab", help="UCI vocabulary file (default: vocab.X.txt beside docword.X.txt)")
+    p.add_argument("--doc-ids", help="UCI: file whose line k names document k")
+    p.add_argument("--text-column", default="text", help="text column of JSONL/CSV/Parquet input (default: text)")
+    p.add_argument("--id-column", help="document id column (default: FILE:ROW)")
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--stopwords", default="english", metavar="FILE",
+                      help="stop list, one word a line (default: the shipped English list)")
+    stop.add_argument("--no-stopwords", action="store_true", help="keep stop words")
+    p.add_argument("--min-word-length", type=int, default=3, help="shortest token kept from text (default: 3)")
+    p.add_argument("--encoding", default="utf-8",
+                   help="encoding of text, JSONL, CSV and baskets input, decoded strictly: binary or undecodable "
+                   "input is refused with the file name (default: utf-8; e.g. latin-1)")
+    p.add_argument("--user-column", help="ratings: user column (default: first column)")
+    p.add_argument("--item-column", help="ratings: item column (default: second column)")
+    p.add_argument("--rating-column", help="ratings: rating column (default: third column)")
+    p.add_argument("--delimiter", default=",", help="baskets: item separator (default: ,)")
+    p.add_argument("--labels", metavar="FILE",
+                   help="CSV (or .tsv) with a header: item id, then its label (e.g. MovieLens movies.csv); topics and "
+                   "reports show the labels instead of bare ids")
+    p.add_argument("--vocab-size", type=int, help="words kept by tf-idf rank (default: all)")
+    p.add_argument("--min-doc-tokens", type=int,
+                   help="drop documents with fewer tokens (default: 5 for text and bag of words, 2 for ratings and "
+                   "baskets)")
+    p.add_argument("--min-doc-words", type=int,
+                   help="drop documents with fewer distinct words (default: 3 for text and bag of words, 2 for "
+                   "ratings and baskets)")
+    p.add_argument("--docs-per-shard", type=int, help="documents per shard file (default: 50000)")
+    p.add_argument("--row-group-size", type=int, help="documents per Parquet row group (default: 10000)")
+    p.add_argument("--append", action="store_true",
+                   help="add the input's documents to the existing corpus, with its vocabulary (then "
+                   "`jsmf cooccur --update`)")
+    _add_cluster_options(p)
+
+    p = _command(
+        sub, "cooccur",
+        help="corpus -> co-occurrence matrix C (ROOT/cooc.zarr)",
+        description="Build the unbiased co-occurrence matrix C of the paper (eq. 1), with document "
+        "frequencies D1 and co-document frequencies D2, tile by tile into ROOT/cooc.zarr.",
+    )
+    _add_root(p)
+    p.add_argument("--tile-size", type=int, help="edge of a tile of C (default: 2048)")
+    p.add_argument("--no-codoc", action="store_true", help="skip D2 (co-document counts); halves the work")
+    p.add_argument("--update", action="store_true",
+                   help="add only the shards the existing C has not counted (after `jsmf ingest --append`)")
+    p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
+                   help="leave out of C the documents whose doc_id hashes below FRACTION, for held-out "
+                   "perplexity in `jsmf evaluate` (e.g. 0.1)")
+    p.add_argument("--validation", type=_fraction, metavar="FRACTION",
+                   help="also leave out of C the documents whose doc_id hashes at or above 1 - FRACTION (never "
+                   "held-out ones): `jsmf refine` scores them each sweep and stops when they stop improving (e.g. 0.05)")
+    p.add_argument("--rank", type=_positive_int, metavar="R",
+                   help="write the compressed store instead: the top R eigenpairs of C computed by passes over "
+                   "the corpus, no N x N array (for large vocabularies; fit it with --rectifier enn and any "
+                   "--topics up to R; no D2, no --update). Without --rank the store is dense unless its C "
+                   "(and D2) would exceed jsmf.cooccur.dense-max-bytes (16 GiB): then compressed, rank 100")
+    p.add_argument("--eig-tol", type=_positive_float, default=1e-6, metavar="T",
+                   help="with --rank: relative residual asked of the eigenpairs (default: 1e-6)")
+    _add_cluster_options(p)
+
+    p = _command(
+        sub, "fit",
+        help="C -> topics: rectify, anchors, B and A (ROOT/model.zarr/NAME, ROOT/topics/NAME.txt)",
+        description="Fit a Rectified Anchor Words model from ROOT/cooc.zarr and print its topics.",
+    )
+    _add_root(p)
+    cli_options(p, "fit")
+    p.add_argument("--name", help="model name (default: k<K>-<rectifier>)")
+    p.add_argument("--warm-start", metavar="NAME",
+                   help="start AP from the eigenvectors of model NAME (the refit after `cooccur --update`)")
+    _add_cluster_options(p)
+
+    p = _command(
+        sub, "refine",
+        help="sweeps of CVB0 (or variational Bayes) from a fitted model -> ROOT/model.zarr/NAME-cvb0",
+        description="Refine model NAME's topics by batch CVB0 (zero-order collapsed variational Bayes) or "
+        "variational Bayes for LDA over ROOT/corpus, started from its B (and A), with learned priors; stops when "
+        "the perplexity of a small validation subset of the documents stops improving. Writes a new model (same "
+        "layout, so evaluate/compare/report/infer read it) with each training document's topic weights, and "
+        "prints the topics and what changed.",
+    )
+    _add_root(p)
+    p.add_argument("--model", required=True, metavar="NAME", help="the fitted model to start from")
+    cli_options(p, "refine")
+    p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
+                   help="leave out the documents whose id hashes below FRACTION (default: the fraction "
+                   "cooc.zarr was built with)")
+    p.add_argument("--name", help="output model name (default: NAME-METHOD)")
+    _add_cluster_options(p)
+
+    p = _command(
+        sub, "evaluate",
+        help="the paper's six metrics of every model -> ROOT/report/metrics.json",
+        description="Recovery, approximation, dominancy, specificity, dissimilarity and coherence (paper §4) "
+        "of every model under ROOT, against the original C and against each model's rectified C.",
+    )
+    _add_root(p)
+    p.add_argument("--model", action="append", dest="models", metavar="NAME",
+                   help="only this model (repeatable; default: all)")
+    p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
+                   help="held-out perplexity on the documents whose doc_id hashes below FRACTION; a model "
+                   "trained on any of them is an error (default: the fraction cooc.zarr was built with)")
+    _add_cluster_options(p, overwrite=False)
+
+    p = _command(
+        sub, "compare",
+        help="fit and evaluate methods over a sweep of K -> ROOT/report/compare.{csv,md,png}",
+        description="Fit each method at each K, evaluate them all and write a table and the analogue of the "
+        "paper's Figure 4 (each metric against log K).",
+    )
+    _add_root(p)
+    p.add_argument("--topics", type=_int_list, required=True, metavar="K1,K2,...", help="the numbers of topics to fit")
+    p.add_argument("--methods", type=_str_list, default=["none", "dc", "ap"], metavar="M1,M2,...",
+                   help=f"from {','.join(METHODS)} (default: none,dc,ap; gibbs needs jsmf_dask[gibbs])")
+    p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
+    p.add_argument("--gibbs-iterations", type=int, default=1000, help="Gibbs sweeps (default: 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every method's random start (default: 0)")
+    _add_cluster_options(p, overwrite=False)
+
+    p = _command(
+        sub, "report",
+        help="HTML report with the topics and the paper's figures -> ROOT/report/report.html",
+        description="Write ROOT/report/report.html (self-contained) and its figures as PNGs.",
+    )
+    _add_root(p)
+    p.add_argument("--model", help="the model to show (default: the first AP model)")
+    p.add_argument("--baseline", help="the Baseline for Figure 3 (default: the unrectified model of the same K)")
+    p.add_argument("--ldavis", action="store_true",
+                   help="also write ROOT/report/ldavis-<model>.html, pyLDAvis's interactive view of the model "
+                        "(needs pyLDAvis, and document-topic weights: a refined model, or `jsmf infer` under it)")
+    _add_cluster_options(p, overwrite=False)
+
+    p = _command(
+        sub, "infer",
+        help="each document's topic composition -> ROOT/doc_topics.parquet",
+        description="Each document's topic weights under the model, one Dask task per row group: a refined "
+        "(or Gibbs) model folds the document in by LDA's variational inference with its own document prior; a "
+        "spectral model fits the document's word distribution by its topics (simplex-constrained least squares).",
+    )
+    _add_root(p)
+    p.add_argument("--model", help="model name (required when ROOT holds several)")
+    _add_cluster_options(p)
+
+    p = _command(
+        sub, "run",
+        help="every stage from one config file, skipping stages committed from the same inputs",
+        description="Run the stages named in CONFIG.toml (ingest, cooccur, fit, evaluate, report, infer) on "
+        "the root it names. A stage whose marker shows the same parameters and inputs is skipped.",
+    )
+    p.add_argument("config", metavar="CONFIG.toml", help="the run's config (see pipelines/configs/)")
+    p.add_argument("--force", action="store_true", help="redo every stage")
+    _add_cluster_options(p, overwrite=False)
+
+    p = _command(
+        sub, "synth",
+        help="a synthetic corpus drawn from known topics (ROOT/corpus + ROOT/truth.zarr)",
+        description="Draw a corpus from a separable topic model with known B and A, for testing recovery.",
+    )
+    _add_root(p)
+    p.add_argument("--docs", type=int, required=True, metavar="M", help="documents to draw")
+    p.add_argument("--vocab", type=int, required=True, metavar="N", help="vocabulary size")
+    p.add_argument("--topics", type=int, required=True, metavar="K", help="number of topics of the truth")
+    p.add_argument("--doc-length", type=float, default=200, metavar="L", help="mean tokens per document")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the draw (default: 0)")
+    p.add_argument("--prior", choices=PRIORS, default="dirichlet",
+                   help="document-topic prior: dirichlet (default) or a correlated logistic normal")
+    p.add_argument("--alpha", type=float, default=0.1, help="Dirichlet concentration (default: 0.1)")
+    p.add_argument("--topics-from", choices=TOPICS_FROM, default="separable",
+                   help="separable (default): each topic has a planted anchor word, which flatters anchor methods; "
+                   "dirichlet: each topic drawn from a symmetric Dirichlet(--beta) over the vocabulary, as plain LDA")
+    p.add_argument("--beta", type=_positive_float, default=0.05,
+                   help="concentration of --topics-from dirichlet (default: 0.05)")
+    p.add_argument("--row-group-size", type=int, default=10000, help="documents per Parquet row group (default: 10000)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing synthetic corpus")
+    return parser
+
+

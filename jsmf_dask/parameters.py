@@ -1,0 +1,218 @@
+"""Every user-facing algorithm parameter of ``fit`` and ``refine``, in one table.
+
+Each :class:`Parameter` holds a parameter's name, type, default, range and
+help text. From this table the ``jsmf`` command line builds its options and
+their help (:func:`cli_options`), the estimator checks its constructor
+arguments (:meth:`Parameter.check`), and the tests check that the Python
+functions' signatures, the estimator's and ``jsmf run``'s config keys agree
+with it. Execution tuning (tile sizes, shard sizes, progress bars) is not
+here: it lives in ``jsmf.yaml`` (:mod:`jsmf_dask.config`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from jsmf_dask._validation import check_int, check_option
+from jsmf_dask.exceptions import InvalidParameterError
+
+__all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_options"]
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One user-facing parameter.
+
+    Attributes
+    ----------
+    stage : str
+        The function it belongs to (``'fit'``, ``'refine'``).
+    name : str
+        Its keyword in the Python API (``fit(n_topics=...)``); the CLI flag is
+        ``--name`` with dashes unless ``flag`` says otherwise.
+    kind : {'int', 'float', 'choice', 'prior', 'str'}
+        ``prior`` is a float > 0 or ``'auto'``.
+    default : object
+        None where the default depends on the input (then ``default_text`` says how).
+    help : str
+        What it does (the CLI adds the default).
+    choices : tuple
+        For ``choice``.
+    low, high : float, optional
+        Inclusive bounds of a number (``low_open``: ``low`` excluded).
+    flag : str, optional
+    metavar : str, optional
+    default_text : str, optional
+        How the CLI states the default when it is not ``default`` itself.
+    estimator : str, optional
+        The :class:`~jsmf_dask.RectifiedAnchorWords` parameter that sets it, if any.
+    required : bool
+    nullable : bool
+        None is a valid value with its own meaning (``refine(tol=None)``: no such stop).
+    """
+
+    stage: str
+    name: str
+    kind: str
+    default: Any
+    help: str
+    choices: tuple = ()
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    flag: str | None = None
+    metavar: str | None = None
+    default_text: str | None = None
+    estimator: str | None = None
+    required: bool = False
+    nullable: bool = False
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def config_key(self) -> str:
+        """Its key in a ``jsmf run`` config table: the flag's words (``topics`` for ``--topics``)."""
+        return self.cli_flag[2:].replace("-", "_")
+
+    def check(self, value: Any, owner: str, *, name: str | None = None) -> None:
+        """Raise :class:`~jsmf_dask.exceptions.InvalidParameterError` unless ``value`` is valid (None is the
+        default's stand-in where the default is None)."""
+        name = name or self.name
+        if value is None and (self.default is None or self.default_text is not None or self.nullable) \
+                and not self.required:
+            return
+        if self.kind == "choice":
+            check_option(value, name, owner, self.choices)
+        elif self.kind == "int":
+            check_int(value, name, owner, low=None if self.low is None else int(self.low),
+                      high=None if self.high is None else int(self.high))
+        elif self.kind in ("float", "prior"):
+            if self.kind == "prior" and value == "auto":
+                return
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and \
+                (self.low is None or (value > self.low if self.low_open else value >= self.low)) and \
+                (self.high is None or value <= self.high)
+            if not ok:
+                raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {self.describe_range()}. "
+                                            f"Got {value!r} instead.")
+
+    def describe_range(self) -> str:
+        """The valid values in words (for errors and help)."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        lo = "" if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
+        hi = "" if self.high is None else f"<= {self.high:g}"
+        bounds = " and ".join(b for b in (lo, hi) if b)
+        what = {"int": "an int", "float": "a float", "prior": "'auto' or a float"}.get(self.kind, "a str")
+        return f"{what} {bounds}".strip()
+
+    def parse(self, text: str) -> Any:
+        """The CLI's reading of ``text`` (an :class:`argparse.ArgumentTypeError` names what was expected)."""
+        if self.kind == "prior" and text == "auto":
+            return "auto"
+        try:
+            value = int(text) if self.kind == "int" else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {self.describe_range()}, got {text!r}") from None
+        try:
+            self.check(value, "jsmf")
+        except InvalidParameterError:
+            raise argparse.ArgumentTypeError(f"expected {self.describe_range()}, got {text!r}") from None
+        return value
+
+    def help_text(self) -> str:
+        """The help with its default, as the CLI shows it."""
+        if self.required:
+            return self.help
+        default = self.default_text or (f"{self.default:g}" if isinstance(self.default, float) else
+                                        str(self.default))
+        return f"{self.help} (default: {default})"
+
+
+PARAMETERS: tuple[Parameter, ...] = (
+    # ------------------------------------------------------------------ fit
+    Parameter("fit", "n_topics", "int", None, "number of topics", low=2, flag="--topics", metavar="K",
+              required=True, estimator="n_topics"),
+    Parameter("fit", "rectifier", "choice", None,
+              "ap: alternating projection; dc: diagonal completion; enn: epsilon-non-negative rectification and "
+              "low-rank anchors in O(N*K) memory; none: the Baseline", choices=("ap", "dc", "enn", "none"),
+              default_text="ap on a dense store where its in-task path fits the workers, else enn; enn on a "
+              "compressed store (`cooccur --rank`)", estimator="rectifier"),
+    Parameter("fit", "iterations", "int", 150, "AP or ENN cycles (at most, with --tol)", low=1, metavar="N",
+              estimator="max_iter"),
+    Parameter("fit", "tol", "float", None,
+              "stop AP or ENN when its relative change falls below this (1e-6, the eigensolver's accuracy, is "
+              "several times faster: see the README); ENN also stops when its change is below what it can "
+              "measure, 1e-7", low=0.0, low_open=True, metavar="T", default_text="run all --iterations",
+              estimator="tol"),
+    Parameter("fit", "end_with", "choice", "nonnegative", "AP's last projection", choices=("nonnegative", "psd"),
+              estimator="end_with"),
+    Parameter("fit", "solver", "choice", "exact", "simplex least-squares solver of B", choices=("exact", "eg"),
+              estimator="solver"),
+    Parameter("fit", "min_anchor_df", "int", 10,
+              "document-frequency floor of anchor words (chosen by measurement: see the README)", low=0,
+              metavar="D", estimator="min_anchor_df"),
+    Parameter("fit", "seed", "int", 0, "seed of the eigensolver's random start and DC's permutations", low=0,
+              estimator="random_state"),
+    Parameter("fit", "path", "choice", "auto",
+              "rectification path; auto: in one task where the dense C and the rectified C (about 2.5*8*N^2 "
+              "bytes) fit 80%% of the largest worker's memory limit; else, with the default --rectifier, ENN and "
+              "low-rank anchors in O(N*K) memory (model k<K>-enn), with --rectifier ap the tiled path",
+              choices=("auto", "in-task", "tiled")),
+    Parameter("fit", "eig_tol", "float", 1e-6, "relative eigen-residual of every PSD step", low=0.0, low_open=True,
+              metavar="T"),
+    # ------------------------------------------------------------------ refine
+    Parameter("refine", "method", "choice", "cvb0",
+              "cvb0: collapsed variational Bayes, zero order; vb: variational Bayes (chosen by measurement: see "
+              "the README)", choices=("cvb0", "vb")),
+    Parameter("refine", "sweeps", "int", 50, "passes over the corpus at most (tol or the validation documents "
+              "usually stop it earlier)", low=1, metavar="S", estimator="refine_sweeps"),
+    Parameter("refine", "tol", "float", 1e-4,
+              "stop earlier when the relative change of the word-topic counts falls below T", low=0.0,
+              low_open=True, metavar="T", nullable=True),
+    Parameter("refine", "alpha", "prior", "auto",
+              "document-topic prior: a symmetric value, or auto (asymmetric, one value per topic, learned by "
+              "Minka's fixed point between sweeps)", low=0.0, low_open=True, metavar="auto|FLOAT"),
+    Parameter("refine", "eta", "prior", 0.05,
+              "topic-word prior: a symmetric value, or auto (learned by Minka's fixed point)", low=0.0,
+              low_open=True, metavar="auto|FLOAT"),
+    Parameter("refine", "inner_iterations", "int", 3, "updates per document and sweep at most", low=1, metavar="I"),
+    Parameter("refine", "validation", "float", None,
+              "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "
+              "not improved for 3 sweeps; 0: off", low=0.0, high=0.5, metavar="FRACTION",
+              default_text="the fraction `cooccur --validation` left out of C, none without it"),
+)
+
+
+def parameter(stage: str, name: str) -> Parameter:
+    """The table's entry for ``stage``'s parameter ``name``."""
+    for p in PARAMETERS:
+        if p.stage == stage and p.name == name:
+            return p
+    raise KeyError(f"{stage}.{name}")
+
+
+def stage_parameters(stage: str) -> list[Parameter]:
+    """The table's entries of one stage, in order."""
+    return [p for p in PARAMETERS if p.stage == stage]
+
+
+def cli_options(parser: argparse.ArgumentParser, stage: str) -> None:
+    """Add ``stage``'s options to ``parser``: flag, type, choices and help (with the default) from the table.
+
+    Options left out keep the value None, which the stage reads as its default.
+    """
+    for p in stage_parameters(stage):
+        kwargs: dict[str, Any] = {"help": p.help_text(), "dest": p.name, "required": p.required}
+        if p.kind == "choice":
+            kwargs["choices"] = p.choices
+        else:
+            kwargs["type"] = p.parse
+        if p.metavar:
+            kwargs["metavar"] = p.metavar
+        parser.add_argument(p.cli_flag, **kwargs)

@@ -1,0 +1,182 @@
+"""What ``fit`` returns and records: :class:`FitResult`, the model's attrs and arrays, the topic lines.
+
+Also the progress records of its cycles (:class:`CycleRecord`) and the
+convergence checks it runs on what its tasks report (:func:`convergence_issues`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sps
+
+from jsmf_dask.exceptions import ConvergenceWarning
+from jsmf_dask.io.fs import write_file
+from jsmf_dask.io.model_store import topics_path
+from jsmf_dask.io.provenance import library_versions, provenance
+from jsmf_dask.io.schema import SCHEMA_VERSION
+from jsmf_dask.kernels.lowrank import LowRankCooccurrence
+from jsmf_dask.stages.rectify import RectifyParams
+
+__all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "default_name", "convergence_issues",
+           "model_attrs", "low_rank_arrays", "low_rank_attrs", "write_topics"]
+
+
+def default_name(n_topics: int, rectifier: str) -> str:
+    """``k20-ap`` for K = 20 with AP."""
+    return f"k{n_topics}-{rectifier}"
+
+
+def topic_labels(B: np.ndarray, anchors: np.ndarray, words: list[str], n: int = 3) -> list[str]:
+    """A name per topic: its anchor word in brackets (a model with anchors), then its ``n`` most probable words.
+
+    ``words`` are the words as shown (:func:`~jsmf_dask.io.parquet.display_words`: with item labels,
+    ``ingest(labels=...)``, those labels, e.g. film titles).
+    """
+    order = np.argsort(-B, axis=0, kind="stable")[:n]
+    return [(f"[{words[anchors[k]]}] " if k < len(anchors) else "") + " ".join(words[i] for i in order[:, k])
+            for k in range(B.shape[1])]
+
+
+@dataclass
+class FitResult:
+    """A fitted model's outputs (also in ``<root>/model.zarr/<name>``)."""
+
+    name: str
+    anchors: np.ndarray
+    B: np.ndarray
+    A: np.ndarray
+    A_least_squares: np.ndarray
+    words: list[str]
+    trace: dict[str, np.ndarray]
+    eigenvalues: np.ndarray
+    n_iter: int
+    url: str
+    attrs: dict = field(default_factory=dict)
+
+    def top_words(self, n: int = 20) -> list[list[str]]:
+        """Each topic's ``n`` most probable words."""
+        order = np.argsort(-self.B, axis=0, kind="stable")[:n]
+        return [[self.words[i] for i in order[:, k]] for k in range(self.B.shape[1])]
+
+    def labels(self, n: int = 3) -> list[str]:
+        """A short name per topic (:func:`topic_labels`)."""
+        return topic_labels(self.B, self.anchors, self.words, n)
+
+    def lines(self, n: int = 20) -> list[str]:
+        """One line per topic: its number, then :meth:`labels` with the ``n`` top words."""
+        return [f"{k:3d} {label}" for k, label in enumerate(self.labels(n))]
+
+
+@dataclass
+class CycleRecord:
+    """One AP or ENN cycle as reported to ``fit``'s ``on_cycle``."""
+
+    cycle: int
+    of: int
+    relative_change: float
+    seconds: float
+    eta: float  # seconds left at the mean pace so far, if every cycle up to ``of`` runs
+    rectifier: str = "ap"
+
+    def line(self) -> str:
+        return (f"fit: {self.rectifier.upper()} cycle {self.cycle}/{self.of}, relative change "
+                f"{self.relative_change:.3g}, {self.seconds:.2f} s/cycle, ETA {self.eta:.0f} s")
+
+
+def cycle_records(on_cycle: Callable[[CycleRecord], None], rectifier: str = "ap") -> Callable[[dict], None]:
+    """A :func:`_progress.listen` callback turning cycle messages into :class:`CycleRecord` calls."""
+    spent: list[float] = []
+
+    def receive(message: dict) -> None:
+        spent.append(float(message["seconds"]))
+        eta = (message["of"] - message["cycle"]) * sum(spent) / len(spent)
+        on_cycle(CycleRecord(int(message["cycle"]), int(message["of"]), float(message["relative_change"]),
+                             float(message["seconds"]), eta, rectifier))
+
+    return receive
+
+
+def convergence_issues(trace: dict, eig, n_topics: int, eig_tol: float, solver: str, unconverged: int,
+                       n_words: int) -> list[dict]:
+    """What stopped short of its tolerance, each as a :class:`ConvergenceWarning` and a record for the attrs.
+
+    The steps run in tasks (where a warning would stay in the worker's log), so
+    the driver checks what they report: every eigensolve's relative residual
+    against ``eig_tol``, the number of eigenpairs, and the words whose B solver
+    stopped at its iteration cap.
+    """
+    issues: list[dict] = []
+    residuals = np.append(np.asarray(trace.get("eig_residual", []), dtype=float), eig.residual)
+    above = residuals > eig_tol
+    if above.any():
+        issues.append({"step": "eigensolve", "tol": eig_tol, "solves_above_tol": int(above.sum()),
+                       "of": int(residuals.size), "max_residual": float(residuals.max()),
+                       "message": f"{int(above.sum())} of {residuals.size} eigensolves stopped above the relative "
+                                  f"residual {eig_tol:g} (largest {residuals.max():.2e}); anchors are sensitive to "
+                                  "eigenvector error"})
+    if len(eig.values) < n_topics:
+        issues.append({"step": "eigensolve", "pairs": int(len(eig.values)), "expected": n_topics,
+                       "message": f"the eigensolver returned {len(eig.values)} of the {n_topics} eigenpairs"})
+    if unconverged:
+        issues.append({"step": "recover", "solver": solver, "words": int(unconverged), "of": n_words,
+                       "message": f"the {solver!r} B solver stopped at its iteration cap for {unconverged} of "
+                                  f"{n_words} words"})
+    for issue in issues:
+        warnings.warn(issue["message"], ConvergenceWarning, stacklevel=3)
+    return issues
+
+
+def model_attrs(name, params: RectifyParams, solver, min_anchor_df, path, warm_start, path_reason, n_iter,
+                 convergence, legality, final_residual, store) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "params": {"n_topics": params.n_topics, "rectifier": params.rectifier, "iterations": params.iterations,
+                   "tol": params.tol, "end_with": params.end_with, "solver": solver, "min_anchor_df": min_anchor_df,
+                   "seed": params.seed, "path": path, "eig_tol": params.eig_tol, "warm_start": warm_start},
+        "path": {"chosen": path, "reason": path_reason},
+        "n_iter": n_iter,
+        "convergence": convergence,
+        "legality": legality,
+        "final_eig_residual": final_residual,
+        "n_words": store.n_words,
+        "tile_size": int(store.attrs["tile_size"]),
+        "vocab_hash": store.attrs["vocab_hash"],
+        "heldout_fraction": float(store.attrs.get("heldout_fraction", 0.0)),
+        "cooccurrence": provenance(store.attrs),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "versions": library_versions(),
+    }
+
+
+def low_rank_arrays(rect: LowRankCooccurrence, vectors: np.ndarray | None = None,
+                     values: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The model arrays of a rectified C ``Y Yᵀ + E + r·11ᵀ``: its factor as eigenpairs and E's upper triangle.
+
+    ``Y Yᵀ = vectors · diag(max(values, 0)) · vectorsᵀ``. Without them (AP,
+    whose ``Y`` is orthonormal eigenvectors times ``√(λ/s)``) each column is
+    split into its squared norm and its direction: entry by entry, so a row
+    that is zero (a word the clip emptied) stays exactly zero, which a
+    re-orthogonalisation (an SVD) would not keep.
+    """
+    if vectors is None:
+        values = np.einsum("ik,ik->k", rect.Y, rect.Y)
+        vectors = rect.Y / np.sqrt(np.where(values > 0, values, 1.0))
+    E = sps.triu(rect.E).tocoo()
+    return {"Y": vectors, "eigenvalues": values, "correction/rows": E.row.astype(np.int64),
+            "correction/cols": E.col.astype(np.int64), "correction/values": E.data}
+
+
+def low_rank_attrs(rect: LowRankCooccurrence) -> dict:
+    return {"shift": rect.r, "correction_nnz": int(rect.E.nnz), "correction_sum": float(rect.E.sum()),
+            "form": "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + shift (E: correction/*, upper triangle)"}
+
+
+def write_topics(root: str, name: str, fitted: FitResult) -> None:
+    """Write ``fitted.lines()`` to ``<root>/topics/<name>.txt`` atomically."""
+    write_file(topics_path(root, name), "\n".join(fitted.lines()) + "\n", root=root)

@@ -1,0 +1,101 @@
+"""Where ``fit`` runs its rectification: the execution path and the worker, from the memory each needs.
+
+The in-task path needs about ``2.5 · 8N²`` bytes in one task
+(:func:`~jsmf_dask.stages.rectify.in_task_memory`), the low-rank path
+(ENN + LAW) O(N·K) (:func:`~jsmf_dask.kernels.enn.enn_min_memory`), the
+tiled path one tile per task. :func:`choose_path` picks one for
+``path='auto'`` from the largest worker's memory limit (or the planned limit
+of a LocalCluster not started yet); the others check that the worker chosen
+holds what its task needs, before anything runs.
+"""
+
+from __future__ import annotations
+
+import psutil
+
+from jsmf_dask.exceptions import StoreError
+from jsmf_dask.kernels.eigen import cold_start_memory
+from jsmf_dask.kernels.enn import enn_min_memory
+from jsmf_dask.stages.rectify import in_task_memory
+
+__all__ = ["IN_TASK_SHARE", "largest_memory", "fat_worker", "check_low_rank_memory", "dense_start_fits",
+           "choose_path"]
+
+
+def largest_memory(client) -> tuple[str | None, int, str]:
+    """The worker with the most memory: (address or None when running locally, its limit in bytes, a label)."""
+    if client is None:
+        return None, psutil.virtual_memory().available, "this process (available memory)"
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    addr, info = max(workers.items(), key=lambda kv: kv[1].get("memory_limit") or 0)
+    return addr, info.get("memory_limit") or psutil.virtual_memory().total, f"the largest worker ({addr})"
+
+
+#: Share of a worker's memory limit the in-task path may plan to use (dask pauses a worker at 80%).
+IN_TASK_SHARE = 0.8
+
+
+def fat_worker(client, need: int) -> str | None:
+    """The worker with the most memory (None when running locally), after checking ``need`` bytes fit."""
+    addr, limit, where = largest_memory(client)
+    if need > IN_TASK_SHARE * limit:
+        raise StoreError(
+            f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; {where} has a memory "
+            f"limit of {limit / 2**30:.1f} GiB. Start a worker with --memory-limit of at least "
+            f"{need / IN_TASK_SHARE / 2**30:.1f}GiB, or use path='tiled'."
+        )
+    return addr
+
+
+def check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: bool) -> tuple[str | None, int]:
+    """The worker to run ENN + LAW on and the bytes its cycles may use, after checking it holds the least they need.
+
+    The least is :func:`~jsmf_dask.kernels.enn.enn_min_memory` (every
+    eigensolve exact), plus the dense C and its first eigensolve's basis
+    (:func:`~jsmf_dask.kernels.eigen.cold_start_memory`) when the task loads it; the budget is
+    the worker's share :data:`IN_TASK_SHARE` of its limit.
+    """
+    dense = 8 * n_words * n_words + cold_start_memory(n_words, n_topics)  # C and its first eigensolve
+    need = enn_min_memory(n_words, n_topics) + (dense if dense_start else 0)
+    addr, limit, where = largest_memory(client)
+    if need > IN_TASK_SHARE * limit:
+        raise StoreError(
+            f"the low-rank rectification (ENN + LAW) needs about {need / 2**30:.2f} GiB in one task for N = "
+            f"{n_words}, K = {n_topics} (O(N·K)); {where} has a memory limit of {limit / 2**30:.2f} GiB. Start a "
+            f"worker with --memory-limit of at least {need / IN_TASK_SHARE / 2**30:.2f}GiB"
+        )
+    return addr, int(IN_TASK_SHARE * limit)
+
+
+def choose_path(client, n_words: int, rectifier: str, *, low_rank: bool = False,
+                planned: int | None = None) -> tuple[str, str]:
+    """``path='auto'``: the in-task path where its dense C and iterates fit the largest worker, else the
+    low-rank path (ENN + LAW, when the rectifier was left to the default: ``low_rank``) or the tiled one.
+
+    ``planned`` is the workers' memory limit of a LocalCluster not started yet
+    (so that the choice, and the model name it implies, are known before it starts).
+    Returns the path and the reason (stored in the model's attrs and printed).
+    """
+    need = in_task_memory(n_words)
+    if planned is not None:
+        limit, where = planned, "each worker of the LocalCluster"
+    else:
+        _, limit, where = largest_memory(client)
+    figures = (f"the in-task path needs about {need / 2**30:.2f} GiB for N = {n_words}; {where} has "
+               f"{limit / 2**30:.2f} GiB")
+    if need <= IN_TASK_SHARE * limit:
+        return "in-task", f"{figures}: it fits"
+    if low_rank:
+        return "low-rank", (f"{figures}: too little, so ENN + LAW in O(N·K) memory (rectifier='ap' with "
+                            "path='tiled' keeps AP, C in tiles)")
+    if rectifier == "dc":
+        raise StoreError(f"{figures}, and rectifier='dc' runs only in one task (it needs the whole C): start a "
+                         f"worker with --memory-limit of at least {need / IN_TASK_SHARE / 2**30:.1f}GiB")
+    return "tiled", f"{figures}: too little, so C stays in tiles"
+
+
+def dense_start_fits(client, n_words: int, n_topics: int) -> bool:
+    """Whether ENN's task can load the dense C and take its top-K eigenpairs itself (else the runner computes
+    them by tiled products), besides what its cycles need at least."""
+    need = enn_min_memory(n_words, n_topics) + 8 * n_words * n_words + cold_start_memory(n_words, n_topics)
+    return need <= IN_TASK_SHARE * largest_memory(client)[1]

@@ -1,1 +1,0 @@
-"""testing layer of jsmf_dask."""
