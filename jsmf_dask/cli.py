@@ -72,10 +72,8 @@ def _run_cooccur(args: argparse.Namespace) -> list[str]:
         if not args.quiet:
             print(f"cooccur: pass {n} over the corpus (product with C), {seconds:.1f} s", file=sys.stderr, flush=True)
 
-    return cooccur(
-        args.root, tile_size=args.tile_size, codoc=not args.no_codoc, overwrite=args.overwrite, update=args.update,
-        heldout=args.heldout, validation=args.validation, rank=args.rank, eig_tol=args.eig_tol, on_pass=on_pass,
-    ).lines()
+    return cooccur(args.root, **_stage_kwargs(args, "cooccur"), tile_size=args.tile_size, codoc=not args.no_codoc,
+                   overwrite=args.overwrite, update=args.update, on_pass=on_pass).lines()
 
 
 class _CycleProgress:

@@ -163,19 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-codoc", action="store_true", help="skip D2 (co-document counts); halves the work")
     p.add_argument("--update", action="store_true",
                    help="add only the shards the existing C has not counted (after `jsmf ingest --append`)")
-    p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
-                   help="leave out of C the documents whose doc_id hashes below FRACTION, for held-out "
-                   "perplexity in `jsmf evaluate` (e.g. 0.1)")
-    p.add_argument("--validation", type=_fraction, metavar="FRACTION",
-                   help="also leave out of C the documents whose doc_id hashes at or above 1 - FRACTION (never "
-                   "held-out ones): `jsmf refine` scores them each sweep and stops when they stop improving (e.g. 0.05)")
-    p.add_argument("--rank", type=_positive_int, metavar="R",
-                   help="write the compressed store instead: the top R eigenpairs of C computed by passes over "
-                   "the corpus, no N x N array (for large vocabularies; fit it with --rectifier enn and any "
-                   "--topics up to R; no D2, no --update). Without --rank the store is dense unless its C "
-                   "(and D2) would exceed jsmf.cooccur.dense-max-bytes (16 GiB): then compressed, rank 100")
-    p.add_argument("--eig-tol", type=_positive_float, default=1e-6, metavar="T",
-                   help="with --rank: relative residual asked of the eigenpairs (default: 1e-6)")
+    cli_options(p, "cooccur")
     _add_cluster_options(p)
 
     p = _command(

@@ -1,4 +1,4 @@
-"""Every user-facing algorithm parameter of ``fit`` and ``refine``, in one table.
+"""Every user-facing algorithm parameter of ``cooccur``, ``fit`` and ``refine``, in one table.
 
 Each :class:`Parameter` holds a parameter's name, type, default, range and
 help text. From this table the ``jsmf`` command line builds its options and
@@ -105,11 +105,12 @@ class Parameter:
         """The valid values in words (for errors and help)."""
         if self.kind == "choice":
             return "one of " + ", ".join(repr(c) for c in self.choices)
-        lo = "" if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
-        hi = "" if self.high is None else f"<= {self.high:g}"
-        bounds = " and ".join(b for b in (lo, hi) if b)
         what = {"int": "an int", "float": "a float", "prior": "'auto' or a float"}.get(self.kind, "a str")
-        return f"{what} {bounds}".strip()
+        if self.low is not None and self.high is not None:
+            return f"{what} in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        if self.low is not None:
+            return f"{what} {'>' if self.low_open else '>='} {self.low:g}"
+        return what if self.high is None else f"{what} <= {self.high:g}"
 
     def parse(self, text: str) -> Any:
         """The CLI's reading of ``text`` (an :class:`argparse.ArgumentTypeError` names what was expected)."""
@@ -135,6 +136,23 @@ class Parameter:
 
 
 PARAMETERS: tuple[Parameter, ...] = (
+    # ------------------------------------------------------------------ cooccur
+    Parameter("cooccur", "heldout", "float", None,
+              "leave out of C the documents whose doc_id hashes below FRACTION, for held-out perplexity in "
+              "`jsmf evaluate` (e.g. 0.1)", low=0.0, low_open=True, high=0.5, metavar="FRACTION",
+              default_text="none"),
+    Parameter("cooccur", "validation", "float", None,
+              "also leave out of C the documents whose doc_id hashes at or above 1 - FRACTION (never held-out "
+              "ones): `jsmf refine` scores them each sweep and stops when they stop improving (e.g. 0.05)",
+              low=0.0, low_open=True, high=0.5, metavar="FRACTION", default_text="none"),
+    Parameter("cooccur", "rank", "int", None,
+              "write the compressed store instead: the top R eigenpairs of C computed by passes over the corpus, "
+              "no N x N array (for large vocabularies; fit it with --rectifier enn and any --topics up to R; no "
+              "D2, no --update)", low=2, metavar="R",
+              default_text="dense unless C (and D2) would exceed jsmf.cooccur.dense-max-bytes (16 GiB): then "
+              "compressed, rank jsmf.cooccur.compressed-rank (100)"),
+    Parameter("cooccur", "eig_tol", "float", 1e-6, "with --rank: relative residual asked of the eigenpairs",
+              low=0.0, low_open=True, metavar="T"),
     # ------------------------------------------------------------------ fit
     Parameter("fit", "n_topics", "int", None, "number of topics", low=2, flag="--topics", metavar="K",
               required=True, estimator="n_topics"),

@@ -351,7 +351,7 @@ def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, mon
     (["fit", "R", "--topics", "3", "--tol", "-1"], r"argument --tol: expected a float > 0, got '-1'"),
     (["fit", "R", "--topics", "3", "--eig-tol", "nan"], r"argument --eig-tol: expected a float > 0, got 'nan'"),
     (["refine", "R", "--model", "m", "--heldout", "0.7"], r"argument --heldout: expected a fraction in \(0, 0\.5\]"),
-    (["cooccur", "R", "--heldout", "0"], r"argument --heldout: expected a fraction in \(0, 0\.5\], got '0'"),
+    (["cooccur", "R", "--heldout", "0"], r"argument --heldout: expected a float in \(0, 0\.5\], got '0'"),
     (["evaluate", "R", "--heldout", "x"], r"argument --heldout: expected a fraction"),
     (["refine", "R"], r"the following arguments are required: --model"),
 ])

@@ -8,14 +8,14 @@ import inspect
 
 import pytest
 
-from jsmf_dask import RectifiedAnchorWords, fit, refine
+from jsmf_dask import RectifiedAnchorWords, cooccur, fit, refine
 from jsmf_dask.cli_parser import build_parser
 from jsmf_dask.config import _DEFAULTS
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.parameters import PARAMETERS, parameter, stage_parameters
 from jsmf_dask.pipeline.run_config import _SPECS
 
-FUNCTIONS = {"fit": fit, "refine": refine}
+FUNCTIONS = {"cooccur": cooccur, "fit": fit, "refine": refine}
 
 
 def _subparser(stage: str) -> argparse.ArgumentParser:
@@ -66,7 +66,7 @@ def test_the_estimator_parameters_are_the_tables():
 
 
 def test_run_configs_take_the_tables_keys():
-    for stage in ("fit", "refine"):
+    for stage in FUNCTIONS:
         for entry in stage_parameters(stage):
             assert entry.config_key in _SPECS[stage]
             assert _SPECS[stage][entry.config_key][1] == entry.required

@@ -146,7 +146,7 @@ def cooccur(
         Without it the store is dense, unless the dense arrays (``8·N²``
         bytes for ``C``, twice with ``D2``) would exceed
         ``jsmf.cooccur.dense-max-bytes`` (16 GiB, N ≈ 32k with D2): then the
-        compressed store of rank ``jsmf.cooccur.rank`` (100) is written and
+        compressed store of rank ``jsmf.cooccur.compressed-rank`` (100) is written and
         the summary says why.
     eig_tol : float, default=1e-6
         Compressed store: the relative residual ``max_j ‖C v_j − λ_j v_j‖ / |λ_1|``
@@ -222,10 +222,10 @@ def cooccur(
         dense_bytes = 8 * n_words * n_words * (2 if codoc else 1)
         limit = int(config.get("cooccur.dense-max-bytes"))
         if dense_bytes > limit:
-            rank = min(int(config.get("cooccur.rank")), n_words - 1)
+            rank = min(int(config.get("cooccur.compressed-rank")), n_words - 1)
             reason = (f"compressed store written: the dense C{' and D2' if codoc else ''} of {n_words} words would "
                       f"take {dense_bytes / 2**30:.1f} GiB, above jsmf.cooccur.dense-max-bytes "
-                      f"({limit / 2**30:.1f} GiB); rank {rank} (jsmf.cooccur.rank; --rank to choose)")
+                      f"({limit / 2**30:.1f} GiB); rank {rank} (jsmf.cooccur.compressed-rank; --rank to choose)")
     if rank is not None:
         if rank >= n_words:
             raise InvalidParameterError(f"The 'rank' parameter of {owner} must be below the {n_words} words of the "

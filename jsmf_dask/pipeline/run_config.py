@@ -72,8 +72,8 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "row_group_size": (_INT, False), "append": (_BOOL, False), "encoding": (_STR, False),
         "labels": (_STR, False),
     },
-    "cooccur": {"tile_size": (_INT, False), "codoc": (_BOOL, False), "batch_nnz": (_INT, False),
-                "update": (_BOOL, False), "heldout": _FRACTION, "validation": _FRACTION, "rank": (_INT, False), "eig_tol": (_FLOAT, False)},
+    "cooccur": {**_table_specs("cooccur"), "tile_size": (_INT, False), "codoc": (_BOOL, False),
+                "batch_nnz": (_INT, False), "update": (_BOOL, False)},
     # fit's and refine's algorithm parameters come from the parameter table (their values are checked
     # against it when the stage runs); the keys below are the rest
     "fit": {**_table_specs("fit"), "name": (_STR, False), "warm_start": (_STR, False)},

@@ -220,14 +220,14 @@ def test_report_works_from_a_compressed_store(semisynthetic):
 
 def test_cooccur_writes_the_compressed_store_where_the_dense_one_would_be_too_large(semisynthetic, tmp_path):
     """No rank given: dense where 8N² (×2 with D2) fits jsmf.cooccur.dense-max-bytes, else compressed of rank
-    jsmf.cooccur.rank, the reason in the summary; the same eigenpairs as asking for that rank."""
+    jsmf.cooccur.compressed-rank, the reason in the summary; the same eigenpairs as asking for that rank."""
     import shutil
 
     base, _ = semisynthetic
     root = tmp_path / "auto"
     shutil.copytree(base / "dense" / "corpus", root / "corpus")
     with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False,
-                          "jsmf.cooccur.dense-max-bytes": 8 * 400 * 400 * 2 - 1, "jsmf.cooccur.rank": 8}):
+                          "jsmf.cooccur.dense-max-bytes": 8 * 400 * 400 * 2 - 1, "jsmf.cooccur.compressed-rank": 8}):
         summary = cooccur(root, eig_tol=1e-10)
         assert summary.rank == 8 and open_cooccurrence(f"{root}/cooc.zarr").compressed
         assert any("dense C and D2 of 400 words would take 0.0 GiB, above jsmf.cooccur.dense-max-bytes" in line
