@@ -65,34 +65,22 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
+def _number(cast, accept, expected: str):
+    """An argparse type: ``cast(text)``, refused with ``expected`` unless ``accept`` takes it."""
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 0.5:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 0.5], got {text!r}")
-    return value
+_positive_float = _number(float, lambda v: 0 < v < float("inf"), "a number > 0")
+_fraction = _number(float, lambda v: 0 < v <= 0.5, "a fraction in (0, 0.5]")
 
 
 def _str_list(text: str) -> list[str]:

@@ -38,13 +38,17 @@ IN_TASK_SHARE = 0.8
 def fat_worker(client, need: int) -> str | None:
     """The worker with the most memory (None when running locally), after checking ``need`` bytes fit."""
     addr, limit, where = largest_memory(client)
-    if need > IN_TASK_SHARE * limit:
-        raise StoreError(
-            f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; {where} has a memory "
-            f"limit of {limit / 2**30:.1f} GiB. Start a worker with --memory-limit of at least "
-            f"{need / IN_TASK_SHARE / 2**30:.1f}GiB, or use path='tiled'."
-        )
+    _check_fits(need, limit, f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; {where} "
+                f"has a memory limit of {limit / 2**30:.1f} GiB", ", or use path='tiled'.", digits=1)
     return addr
+
+
+def _check_fits(need: int, limit: int, figures: str, advice: str = "", *, digits: int = 2) -> None:
+    """Raise :class:`StoreError` (``figures``, then the --memory-limit that would do) unless ``need`` bytes fit
+    the share :data:`IN_TASK_SHARE` of ``limit``."""
+    if need > IN_TASK_SHARE * limit:
+        raise StoreError(f"{figures}. Start a worker with --memory-limit of at least "
+                         f"{need / IN_TASK_SHARE / 2**30:.{digits}f}GiB{advice}")
 
 
 def check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: bool) -> tuple[str | None, int]:
@@ -58,12 +62,8 @@ def check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: bool
     dense = 8 * n_words * n_words + cold_start_memory(n_words, n_topics)  # C and its first eigensolve
     need = enn_min_memory(n_words, n_topics) + (dense if dense_start else 0)
     addr, limit, where = largest_memory(client)
-    if need > IN_TASK_SHARE * limit:
-        raise StoreError(
-            f"the low-rank rectification (ENN + LAW) needs about {need / 2**30:.2f} GiB in one task for N = "
-            f"{n_words}, K = {n_topics} (O(N·K)); {where} has a memory limit of {limit / 2**30:.2f} GiB. Start a "
-            f"worker with --memory-limit of at least {need / IN_TASK_SHARE / 2**30:.2f}GiB"
-        )
+    _check_fits(need, limit, f"the low-rank rectification (ENN + LAW) needs about {need / 2**30:.2f} GiB in one task "
+                f"for N = {n_words}, K = {n_topics} (O(N·K)); {where} has a memory limit of {limit / 2**30:.2f} GiB")
     return addr, int(IN_TASK_SHARE * limit)
 
 
