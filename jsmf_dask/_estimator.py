@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from jsmf_dask._validation import check_int
 from jsmf_dask.exceptions import InvalidParameterError, NotFittedError
@@ -15,6 +16,7 @@ from jsmf_dask.kernels.enn import enn_rectify
 from jsmf_dask.kernels.law import law_anchors, law_coordinates
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.parameters import PARAMETERS, parameter
+from jsmf_dask.stages.rectify import in_task_blas_threads
 
 __all__ = ["RectifiedAnchorWords"]
 
@@ -220,7 +222,14 @@ class RectifiedAnchorWords:
         self._validate_params(C.shape[0])
         floor = self.min_anchor_df
         candidates = None if doc_freq is None else np.asarray(doc_freq) >= floor
-        rng = np.random.default_rng(self.random_state)
+        # BLAS threads by the rule of the in-task path: at small N, one thread is several times faster
+        # (NIPS, N = 3,000, K = 20: 10.4 s on the default threads, 2.4 s on one)
+        with threadpool_limits(limits=in_task_blas_threads(C.shape[0]), user_api="blas"):
+            self._fit_in_memory(C, candidates, np.random.default_rng(self.random_state))
+        self.vocabulary_ = None
+        return self
+
+    def _fit_in_memory(self, C: np.ndarray, candidates: np.ndarray | None, rng: np.random.Generator) -> None:
         if self.rectifier == "enn":
             start = top_eigenpairs(lambda V: C @ V, C.shape[0], self.n_topics, rng=rng, cold="auto")
             low, eig, trace, n_iter = enn_rectify(start, self.n_topics, iterations=self.max_iter, tol=self.tol,
@@ -235,8 +244,6 @@ class RectifiedAnchorWords:
             anchors, _ = find_anchors(rect.C, self.n_topics, candidates=candidates)
             rec = recover(rect.C, anchors, solver=self.solver)
             self._set_fitted(rec.B, rec.A, rec.A_least_squares, anchors, rect.trace, rect.eig.values, rect.n_iter)
-        self.vocabulary_ = None
-        return self
 
     def _set_fitted(self, B, A, A_ls, anchors, trace, eigenvalues, n_iter) -> None:
         self.components_ = np.ascontiguousarray(B.T)

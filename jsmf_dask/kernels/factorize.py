@@ -92,6 +92,13 @@ def rectify(
     Returns
     -------
     Rectified
+
+    Notes
+    -----
+    BLAS threads are the caller's to set: below N ≈ 10,000 an AP cycle's many small products run several
+    times faster on one thread (the stages and the estimator limit them by
+    :func:`jsmf_dask.stages.rectify.in_task_blas_threads`; with threadpoolctl,
+    ``with threadpool_limits(1, "blas"): rectify(C, K)``).
     """
     rng = np.random.default_rng(0) if rng is None else rng
     n = C.shape[0]
