@@ -115,7 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--stopwords", default="english", metavar="FILE",
                       help="stop list, one word a line (default: the shipped English list)")
     stop.add_argument("--no-stopwords", action="store_true", help="keep stop words")
-    p.add_argument("--min-word-length", type=int, default=3, help="shortest token kept from text (default: 3)")
     p.add_argument("--encoding", default="utf-8",
                    help="encoding of text, JSONL, CSV and baskets input, decoded strictly: binary or undecodable "
                    "input is refused with the file name (default: utf-8; e.g. latin-1)")
@@ -126,13 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", metavar="FILE",
                    help="CSV (or .tsv) with a header: item id, then its label (e.g. MovieLens movies.csv); topics and "
                    "reports show the labels instead of bare ids")
-    p.add_argument("--vocab-size", type=int, help="words kept by tf-idf rank (default: all)")
-    p.add_argument("--min-doc-tokens", type=int,
-                   help="drop documents with fewer tokens (default: 5 for text and bag of words, 2 for ratings and "
-                   "baskets)")
-    p.add_argument("--min-doc-words", type=int,
-                   help="drop documents with fewer distinct words (default: 3 for text and bag of words, 2 for "
-                   "ratings and baskets)")
+    cli_options(p, "ingest")
     p.add_argument("--docs-per-shard", type=int, help="documents per shard file (default: 50000)")
     p.add_argument("--row-group-size", type=int, help="documents per Parquet row group (default: 10000)")
     p.add_argument("--append", action="store_true",

@@ -1,4 +1,4 @@
-"""Every user-facing algorithm parameter of ``cooccur``, ``fit`` and ``refine``, in one table.
+"""Every user-facing algorithm parameter of ``ingest``'s curation, ``cooccur``, ``fit`` and ``refine``, in one table.
 
 Each :class:`Parameter` holds a parameter's name, type, default, range and
 help text. From this table the ``jsmf`` command line builds its options and
@@ -136,6 +136,14 @@ class Parameter:
 
 
 PARAMETERS: tuple[Parameter, ...] = (
+    # ------------------------------------------------------------------ ingest (the vocabulary's curation)
+    Parameter("ingest", "vocab_size", "int", None, "words kept by tf-idf rank", low=1, metavar="N",
+              default_text="all"),
+    Parameter("ingest", "min_doc_tokens", "int", None, "drop documents with fewer tokens", low=1, metavar="T",
+              default_text="5 for text and bag of words, 2 for ratings and baskets"),
+    Parameter("ingest", "min_doc_words", "int", None, "drop documents with fewer distinct words", low=1,
+              metavar="W", default_text="3 for text and bag of words, 2 for ratings and baskets"),
+    Parameter("ingest", "min_word_length", "int", 3, "shortest token kept from text", low=1, metavar="L"),
     # ------------------------------------------------------------------ cooccur
     Parameter("cooccur", "heldout", "float", None,
               "leave out of C the documents whose doc_id hashes below FRACTION, for held-out perplexity in "

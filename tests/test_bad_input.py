@@ -245,8 +245,10 @@ def test_cli_reports_error_and_exit_status(tmp_path, capsys):
     assert status == 1
     assert err.startswith("jsmf: error: ") and "header NNZ=7" in err
     assert listing(tmp_path / "run") == []
-    status = main(["ingest", str(tmp_path / "run"), docword, "--vocab-size", "0", "--scheduler", "synchronous"])
-    assert status == 1 and "jsmf: error: --vocab-size must be an int" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # the parameter table's range, checked as the flag is parsed
+        main(["ingest", str(tmp_path / "run"), docword, "--vocab-size", "0", "--scheduler", "synchronous"])
+    assert exit_info.value.code == 2 and "argument --vocab-size: expected an int >= 1, got '0'" in \
+        capsys.readouterr().err
     assert main(["cooccur", str(tmp_path / "nothing"), "--scheduler", "synchronous"]) == 1
     assert "vocabulary table does not exist" in capsys.readouterr().err
 

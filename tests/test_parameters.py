@@ -8,14 +8,14 @@ import inspect
 
 import pytest
 
-from jsmf_dask import RectifiedAnchorWords, cooccur, fit, refine
+from jsmf_dask import RectifiedAnchorWords, cooccur, fit, ingest, refine
 from jsmf_dask.cli_parser import build_parser
 from jsmf_dask.config import _DEFAULTS
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.parameters import PARAMETERS, parameter, stage_parameters
 from jsmf_dask.pipeline.run_config import _SPECS
 
-FUNCTIONS = {"cooccur": cooccur, "fit": fit, "refine": refine}
+FUNCTIONS = {"ingest": ingest, "cooccur": cooccur, "fit": fit, "refine": refine}
 
 
 def _subparser(stage: str) -> argparse.ArgumentParser:
@@ -93,3 +93,12 @@ def test_the_table_checks_values(stage, name, good, bad):
         if entry.kind == "choice":
             raise argparse.ArgumentTypeError("expected a choice")  # argparse's own choices refuse these
         entry.parse(str(bad))
+
+
+def test_the_kernels_choices_are_the_tables():
+    """The kernels validate their own options (they cannot import the table's layer's users); the lists agree."""
+    from jsmf_dask.kernels.recover import SOLVERS
+    from jsmf_dask.stages.refine import METHODS
+
+    assert parameter("fit", "solver").choices == SOLVERS
+    assert parameter("refine", "method").choices == METHODS

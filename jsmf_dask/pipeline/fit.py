@@ -29,7 +29,8 @@ import numpy as np
 import zarr
 
 from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_int, check_name, check_option
+from jsmf_dask._validation import check_name
+from jsmf_dask.parameters import parameter
 from jsmf_dask.cluster import pending_worker_memory
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output
@@ -38,7 +39,7 @@ from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, voc
 from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.kernels.enn import checked_rows, enn_memory, enn_min_memory
-from jsmf_dask.kernels.recover import SOLVERS, Recovered, recovered_topics
+from jsmf_dask.kernels.recover import Recovered, recovered_topics
 from jsmf_dask.pipeline.fit_model import (
     CycleRecord,
     FitResult,
@@ -58,9 +59,9 @@ from jsmf_dask.stages.rectify import RectifiedAnchors, RectifyParams, enn_in_tas
 
 __all__ = ["fit", "FitResult", "CycleRecord", "RECTIFIERS", "PATHS", "END_WITH"]
 
-RECTIFIERS = ("ap", "dc", "enn", "none")
-PATHS = ("auto", "in-task", "tiled")
-END_WITH = ("nonnegative", "psd")
+RECTIFIERS = parameter("fit", "rectifier").choices
+PATHS = parameter("fit", "path").choices
+END_WITH = parameter("fit", "end_with").choices
 
 
 @dataclass
@@ -188,20 +189,12 @@ def fit(
 
 def _check_arguments(n_topics, rectifier, end_with, solver, path, iterations, seed, name, warm_start, min_anchor_df,
                      tol) -> None:
-    owner = "fit"
-    check_int(n_topics, "n_topics", owner, low=2)
-    if rectifier is not None:
-        check_option(rectifier, "rectifier", owner, RECTIFIERS)
-    check_option(end_with, "end_with", owner, END_WITH)
-    check_option(solver, "solver", owner, SOLVERS)
-    check_option(path, "path", owner, PATHS)
-    check_int(iterations, "iterations", owner, low=1)
-    check_int(seed, "seed", owner, low=0)
-    check_name(name, "name", owner, allow_none=True)
-    check_name(warm_start, "warm_start", owner, allow_none=True)
-    check_int(min_anchor_df, "min_anchor_df", owner, low=0)
-    if tol is not None and not tol > 0:
-        raise InvalidParameterError(f"The 'tol' parameter of fit must be a float > 0 or None. Got {tol!r} instead.")
+    given = {"n_topics": n_topics, "rectifier": rectifier, "end_with": end_with, "solver": solver, "path": path,
+             "iterations": iterations, "seed": seed, "min_anchor_df": min_anchor_df, "tol": tol}
+    for key, value in given.items():  # the ranges of the parameter table
+        parameter("fit", key).check(value, "fit")
+    check_name(name, "name", "fit", allow_none=True)
+    check_name(warm_start, "warm_start", "fit", allow_none=True)
 
 
 def _checked_vocabulary(root: str, store: CooccurrenceStore, n_topics: int, rectifier: str | None) -> list[str]:

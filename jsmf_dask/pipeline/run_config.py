@@ -67,8 +67,7 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "ingest": {
         "inputs": ((list,), True), "format": (_STR, False), "vocab": (_STR, False), "doc_ids": (_STR, False),
         "text_column": (_STR, False), "id_column": (_STR, False), "stopwords": (_STR + _BOOL, False),
-        "min_word_length": (_INT, False), "delimiter": (_STR, False), "vocab_size": (_INT, False),
-        "min_doc_tokens": (_INT, False), "min_doc_words": (_INT, False), "docs_per_shard": (_INT, False),
+        **_table_specs("ingest"), "delimiter": (_STR, False), "docs_per_shard": (_INT, False),
         "row_group_size": (_INT, False), "append": (_BOOL, False), "encoding": (_STR, False),
         "labels": (_STR, False),
     },
