@@ -151,3 +151,18 @@ def test_the_checks_see_a_violation():
         src.unlink()
     assert deps == {"jsmf_dask.pipeline.fit", "jsmf_dask.config"}
     assert "pipeline" not in ALLOWED[_group("jsmf_dask.kernels._probe_for_test")]
+
+
+#: What opens files or stores: a stage reaches them only through ``jsmf_dask.io``.
+STORAGE_LIBRARIES = ("zarr", "fsspec", "pyarrow.parquet", "pyarrow.dataset", "pyarrow.csv", "h5py")
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "stages").glob("*.py")), ids=lambda p: p.name)
+def test_stages_do_no_io_of_their_own(path):
+    tree = ast.parse(path.read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
+        {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.startswith(STORAGE_LIBRARIES)}, imported
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert not {c for c in calls if c in ("open", "np.save", "np.savez", "np.load") or c.endswith(".open")
+                or c.startswith("get_fs")}, calls

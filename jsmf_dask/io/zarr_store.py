@@ -33,6 +33,7 @@ __all__ = [
     "stored_validation_fraction",
     "StoredRows",
     "read_tile",
+    "read_entries",
     "read_checked_C",
     "check_entries",
     "stored_eigenpairs",
@@ -227,6 +228,11 @@ def stored_validation_fraction(root: str) -> float:
 def read_tile(url: str, name: str, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
     """Rows ``[r0, r1)`` × columns ``[c0, c1)`` of the store's array ``name`` (dense)."""
     return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name][rows[0] : rows[1], cols[0] : cols[1]]
+
+
+def read_entries(url: str, name: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The entries ``rows`` × ``cols`` (index arrays, an outer product) of the store's array ``name``."""
+    return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name].oindex[rows, cols]
 
 
 def check_entries(cooc_url: str, finite_rows: np.ndarray, row_min: np.ndarray) -> None:

@@ -51,11 +51,11 @@ from jsmf_dask.pipeline.fit_model import (
     model_attrs,
     write_topics,
 )
-from jsmf_dask.pipeline.fit_plan import check_low_rank_memory, choose_path, dense_start_fits, fat_worker
+from jsmf_dask.pipeline.fit_plan import check_low_rank_memory, choose_path, dense_start_fits, fat_worker, in_task_memory
 from jsmf_dask.pipeline.fit_tiled import TiledAP, check_matrix, rectify_tiled
 from jsmf_dask.stages.cooccurrence import word_block_edges
 from jsmf_dask.stages.recover import law_recovery_tasks, least_squares_tasks, recovery_tasks
-from jsmf_dask.stages.rectify import RectifiedAnchors, RectifyParams, enn_in_task, in_task_memory, rectify_in_task
+from jsmf_dask.stages.rectify import RectifiedAnchors, RectifyParams, enn_in_task, rectify_in_task
 
 __all__ = ["fit", "FitResult", "CycleRecord", "RECTIFIERS", "PATHS", "END_WITH"]
 
@@ -142,7 +142,7 @@ def fit(
     path : {'auto', 'in-task', 'tiled'}, default='auto'
         Rectification path of AP, DC and none (ENN has one: ``low-rank``);
         auto takes the in-task path where its memory
-        (:func:`~jsmf_dask.stages.rectify.in_task_memory`, about ``2.5 · 8N²`` bytes)
+        (:func:`~jsmf_dask.pipeline.fit_plan.in_task_memory`, about ``2.5 · 8N²`` bytes)
         fits 80% of the largest worker's memory limit; otherwise, with the
         default rectifier, the low-rank path (ENN + LAW, O(N·K) memory, the
         model named ``k<K>-enn``), and with an explicit one the tiled path

@@ -18,13 +18,13 @@ import dask.bag as db
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
-import zarr
 from dask.base import tokenize
 
-from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
+from jsmf_dask.io.scratch import load_sparse, save_sparse
 from jsmf_dask.kernels.heldout import DocumentSplit
-from jsmf_dask.io.zarr_store import write_tile, zarr_store
+from jsmf_dask.io.zarr_store import read_tile, write_tile
 from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, tile_products
 
 __all__ = [
@@ -45,19 +45,6 @@ def _slice_url(scratch: str, block: int, word_block: int) -> str:
     return join(scratch, f"h-{block:05d}-{word_block:04d}.npz")
 
 
-def _save_slice(url: str, m: sp.csr_array) -> None:
-    fs, path = get_fs(url)
-    with fs.open(path, "wb") as f:
-        np.savez(f, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape))
-
-
-def _load_slice(url: str) -> sp.csr_array:
-    fs, path = get_fs(url)
-    with fs.open(path, "rb") as f:
-        z = np.load(f, allow_pickle=False)
-        return sp.csr_array((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
-
-
 def _block_partial(
     item: tuple[int, Block], n_words: int, edges: np.ndarray, scratch: str, split: DocumentSplit
 ) -> tuple[BlockTotals, np.ndarray]:
@@ -76,7 +63,7 @@ def _block_partial(
     )
     slices, totals = block_contribution(H, edges)
     for b, m in enumerate(slices):
-        _save_slice(_slice_url(scratch, index, b), m)
+        save_sparse(_slice_url(scratch, index, b), m)
     return dataclasses.replace(totals, n_validation=int(valid.sum())), hashes
 
 
@@ -153,10 +140,10 @@ def _tile(
         left, right, pending = [], [], 0
 
     for b in range(n_blocks):
-        lhs = _load_slice(_slice_url(scratch, b, rows_block))
+        lhs = load_sparse(_slice_url(scratch, b, rows_block))
         left.append(lhs)
         if not same:
-            rhs = _load_slice(_slice_url(scratch, b, cols_block))
+            rhs = load_sparse(_slice_url(scratch, b, cols_block))
             right.append(rhs)
             pending += rhs.nnz
         pending += lhs.nnz
@@ -168,10 +155,9 @@ def _tile(
         cooc = 0.5 * (cooc + cooc.T)
         np.fill_diagonal(cooc, diagonal)
     if base is not None:  # an update: add the stored sum (C_old × its entry_sum) and co-document counts
-        old = zarr.open_group(zarr_store(base[0], read_only=True), mode="r")
-        cooc += old["C"][r0:r1, c0:c1] * base[1]
+        cooc += read_tile(base[0], "C", (r0, r1), (c0, c1)) * base[1]
         if counts is not None:
-            counts += old["D2"][r0:r1, c0:c1]
+            counts += read_tile(base[0], "D2", (r0, r1), (c0, c1))
     write_tile(
         store,
         (r0, r1),

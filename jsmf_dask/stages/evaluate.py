@@ -17,21 +17,16 @@ import dask
 import dask.array as da
 import numpy as np
 import pyarrow as pa
-import zarr
 
 from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, read_block
-from jsmf_dask.io.zarr_store import StoredRows, zarr_store
+from jsmf_dask.io.zarr_store import StoredRows, read_entries
 from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, split_tokens
 from jsmf_dask.kernels.metrics import fit_partials
 from jsmf_dask.stages.infer import block_counts
 
 __all__ = ["fit_partials_tasks", "codoc_tasks", "corpus_codoc_task", "completion_tasks", "pca_coordinates"]
-
-
-def _array(url: str, name: str) -> zarr.Array:
-    return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name]
 
 
 def _fit_rows(source: StoredRows, rows: tuple[int, int], B_rows, BA, W_rows, Cbar_S):
@@ -69,7 +64,7 @@ def fit_partials_tasks(
 
 
 def _codoc_rows(url: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    return _array(url, "D2").oindex[rows, cols]
+    return read_entries(url, "D2", rows, cols)
 
 
 def codoc_tasks(url: str, words: np.ndarray, n_words: int, *, block: int) -> dask.delayed:

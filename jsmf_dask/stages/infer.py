@@ -6,11 +6,11 @@ import dask
 from dask.base import tokenize
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
+from jsmf_dask.io.scratch import write_table
 from jsmf_dask.kernels.cooccurrence import count_matrix
 from jsmf_dask.kernels.infer import document_topics
 
@@ -35,9 +35,7 @@ def _infer_block(block: Block, n_words: int, model: tuple[np.ndarray, np.ndarray
          pa.FixedSizeListArray.from_arrays(pa.array(theta.ravel()), k)],
         schema=doc_topics_schema(k),
     )
-    fs, path = get_fs(url)
-    with fs.open(path, "wb") as f:
-        pq.write_table(out, f)
+    write_table(url, out)
     return out.num_rows
 
 

@@ -20,11 +20,11 @@ import dask.bag as db
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from jsmf_dask.exceptions import InputError
-from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import doc_id_hashes, write_shard
+from jsmf_dask.io.scratch import read_table, write_table
 from jsmf_dask.io.sources import ReadSummary, RatingsColumns, partition_ratings_file
 
 __all__ = [
@@ -121,7 +121,6 @@ def _stage_partition(indexed, scratch: str, n_terms: int | None) -> StagedPartit
     out = StagedPartition()
     gen = part.read()
     block = 0
-    fs, _ = get_fs(scratch)
     while True:
         try:
             table = next(gen)
@@ -131,8 +130,7 @@ def _stage_partition(indexed, scratch: str, n_terms: int | None) -> StagedPartit
         except (OSError, EOFError, zlib.error, lzma.LZMAError, UnicodeDecodeError) as err:
             raise InputError(f"{part.source}: cannot read: {err}") from err
         url = join(scratch, f"raw-{index:05d}-{block:05d}.parquet")
-        with fs.open(get_fs(url)[1], "wb") as f:
-            pq.write_table(table, f)
+        write_table(url, table)
         out.files.append((url, table.num_rows))
         out.hashes.append(doc_id_hashes(table.column("doc_id")))
         stats = TermStats.of_block(table, n_terms)
@@ -221,9 +219,7 @@ def _write_curated(
     item, mapping: TermMapping, corpus: str, min_doc_tokens: int, min_doc_words: int, row_group_size: int
 ) -> ShardResult:
     index, raw_url = item
-    fs, path = get_fs(raw_url)
-    with fs.open(path, "rb") as f:
-        table = pq.read_table(f)
+    table = read_table(raw_url)
     terms = table.column("terms").combine_chunks()
     parent = pc.list_parent_indices(terms).to_numpy()
     ids = mapping(terms.flatten())

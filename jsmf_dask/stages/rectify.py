@@ -4,7 +4,7 @@
   whole AP loop (or DC, or none) with threaded BLAS on one worker, then picks
   the anchors; memory C plus AP's iterates and result factored in O(N·K + nnz E)
   (DC and the Baseline: plus the dense rectified C the anchors are read from),
-  within :func:`in_task_memory`, which the runner checks before it starts.
+  within :func:`~jsmf_dask.pipeline.fit_plan.in_task_memory`, which the runner checks before it starts.
 * **low-rank** (:func:`enn_in_task`): one task runs ENN and the LAW anchors on
   ``Y Yᵀ + E + r·11ᵀ`` (:mod:`jsmf_dask.kernels.enn`, memory
   :func:`~jsmf_dask.kernels.enn.enn_min_memory` to
@@ -35,8 +35,7 @@ from jsmf_dask.kernels.enn import enn_rectify
 from jsmf_dask.kernels.law import law_anchors, law_coordinates
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence
 
-__all__ = ["RectifyParams", "RectifiedAnchors", "in_task_memory", "in_task_blas_threads", "rectify_in_task",
-           "enn_in_task"]
+__all__ = ["RectifyParams", "RectifiedAnchors", "in_task_blas_threads", "rectify_in_task", "enn_in_task"]
 
 
 @dataclass(frozen=True)
@@ -98,20 +97,6 @@ class RectifiedAnchors:
     C_SS: np.ndarray
     Cbar_S: np.ndarray | None = None
     Z: np.ndarray | None = None
-
-
-def in_task_memory(n_words: int) -> int:
-    """Bytes the in-task path needs: C and a dense rectified C (2 · 8N²), plus 1/2 · 8N² of slack.
-
-    DC and the Baseline form the dense rectified C. AP's iterates are
-    factored (:class:`~jsmf_dask.kernels.ap.DenseAP`; in one N×N buffer
-    where the clip is not sparse) and so is its result
-    (:func:`~jsmf_dask.kernels.factorize.rectify_low_rank`); measured at
-    N = 8,000 on a sampled corpus when AP still formed the dense result, the
-    peak of ``rectify`` and the anchors was 2.14 · 8N² including C (3% of the
-    entries clipped in the first cycle; the dense iterates took 4.1 · 8N²).
-    """
-    return int(2.5 * 8 * n_words * n_words) + (256 << 20)
 
 
 #: Below this many words the in-task rectification runs BLAS on one thread (see :func:`in_task_blas_threads`).

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 import dask
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from dask.base import tokenize
 
-from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
+from jsmf_dask.io.scratch import load_array, save_array, write_table
 from jsmf_dask.kernels.collapsed import collapsed_theta, cvb0_step
 from jsmf_dask.kernels.heldout import DocumentSplit, completion_log_likelihood, doc_hashes, sample_mask, \
     split_tokens
@@ -114,18 +114,6 @@ def _gamma_url(directory: str, index: int) -> str:
     return join(directory, f"block-{index:05d}.npy")
 
 
-def _load_gamma(url: str) -> np.ndarray:
-    fs, path = get_fs(url)
-    with fs.open(path, "rb") as f:
-        return np.load(f)
-
-
-def _save_gamma(url: str, gamma: np.ndarray) -> None:
-    fs, path = get_fs(url)
-    with fs.open(path, "wb") as f:
-        np.save(f, gamma)
-
-
 def _split(block: Block, params: SweepParams):
     """The block's training documents' (counts, hashes), its scored validation documents' (a sample of
     ``params.validation_sample`` of them) and its held-out documents' (each document's id hashed once), and the
@@ -154,7 +142,7 @@ def _sweep_block(block: Block, index: int, params: SweepParams, shared: tuple[np
     """``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored."""
     (X, train_hashes), valid, _, _ = _split(block, params)
     update_from, topics = shared
-    state = None if state_in is None else _load_gamma(_gamma_url(state_in, index))
+    state = None if state_in is None else load_array(_gamma_url(state_in, index))
     if params.method == "cvb0":
         res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
                         tol=params.inner_tol,
@@ -164,7 +152,7 @@ def _sweep_block(block: Block, index: int, params: SweepParams, shared: tuple[np
     else:
         res = e_step(X, update_from, params.alpha, state, max_iter=params.max_inner, tol=params.inner_tol)
         new_state, counts, bound, iterations, prior_sums = res.gamma, res.counts, res.bound, res.iterations, None
-    _save_gamma(_gamma_url(state_out, index), new_state)
+    save_array(_gamma_url(state_out, index), new_state)
     ll, n_valid_tokens, n_valid_docs = _validate(valid, topics, params.alpha)
     return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, ll, n_valid_tokens,
                      n_valid_docs)
@@ -176,7 +164,7 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
     final topics (what the refined model is compared with; no choice of the fit depends on it)."""
     (X, _), valid, held, table = _split(block, params)
     update_from, topics = shared
-    state = _load_gamma(_gamma_url(state_in, index))
+    state = load_array(_gamma_url(state_in, index))
     if params.method == "cvb0":
         bound = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=0).log_likelihood
         theta, gamma = collapsed_theta(state, params.alpha), state + params.alpha[None, :]
@@ -187,9 +175,7 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
     lengths = np.asarray(X.sum(axis=1)).ravel().astype(np.int64)
     out = pa.table([table.column("doc_id"), pa.array(lengths), pa.FixedSizeListArray.from_arrays(
         pa.array(theta.ravel()), k)], schema=doc_topics_schema(k))
-    fs, path = get_fs(join(out_dir, shard_name(index)))
-    with fs.open(path, "wb") as f:
-        pq.write_table(out, f)
+    write_table(join(out_dir, shard_name(index)), out)
     ll, n_valid_tokens, n_valid_docs = _validate(valid, topics, params.alpha)
     final_ll, n_held_tokens, _ = _validate(held, topics, params.alpha)
     start_ll, _, _ = _validate(held, *start)

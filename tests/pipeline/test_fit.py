@@ -201,7 +201,7 @@ def test_tiled_ap_equals_plain_dense_ap_n500(tmp_path):
 
 def test_in_task_memory_is_checked_before_starting():
     from jsmf_dask.pipeline.fit_plan import fat_worker
-    from jsmf_dask.stages.rectify import in_task_memory
+    from jsmf_dask.pipeline.fit_plan import in_task_memory
 
     class FakeClient:
         def scheduler_info(self, n_workers=-1):
@@ -244,7 +244,7 @@ def test_path_auto_decides_by_the_workers_memory(tmp_path, monkeypatch):
     """The automatic switch on a real LocalCluster: in-task where the dense path fits, tiled where it does not."""
     import jsmf_dask.pipeline.fit_plan as fit_module
     from jsmf_dask.cluster import connect
-    from jsmf_dask.stages.rectify import in_task_memory
+    from jsmf_dask.pipeline.fit_plan import in_task_memory
 
     synth(tmp_path, n_docs=600, n_words=80, n_topics=4, doc_length=40, seed=3)
     cooccur(tmp_path)
