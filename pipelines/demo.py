@@ -59,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         fit(args.root, n_topics=args.topics, rectifier="none", overwrite=True)
         print(f"== refine {model.name}: CVB0 sweeps over the training papers")
         t1 = time.perf_counter()
-        refined = refine(args.root, model=model.name, sweeps=args.sweeps, overwrite=True,
-                         on_sweep=lambda r: print(r.line(), flush=True))
+        given = {"sweeps": args.sweeps} if args.sweeps is not None else {}  # else the library's default
+        refined = refine(args.root, model=model.name, overwrite=True, on_sweep=lambda r: print(r.line(), flush=True),
+                         **given)
         refine_seconds = time.perf_counter() - t1
         print("== evaluate and report")
         metrics = evaluate(args.root)

@@ -100,9 +100,11 @@ def our_pipeline(docword: Path, run: str, truth: np.ndarray, args) -> dict:
         return matched_l1(full, truth)
 
     sweeps: list[dict] = []
+    given = {k: v for k, v in (("method", args.method), ("tol", args.tol),
+                               ("alpha", args.alpha if args.alpha in (None, "auto") else float(args.alpha)))
+             if v is not None}  # the others: the library's defaults
     staged("refine", args.workers, lambda: refine(
-        run, model=spectral.name, method=args.method, sweeps=args.sweeps, tol=args.tol, alpha=args.alpha,
-        overwrite=True,
+        run, model=spectral.name, sweeps=args.sweeps, overwrite=True, **given,
         on_sweep=lambda r: sweeps.append({"sweep": r.sweep, "seconds": r.seconds, "B_l1": error(r.topics),
                                           "inner_iterations": r.inner_iterations})), rows)
     return {"rows": rows, "spectral_B_l1": error(spectral.B), "sweeps": sweeps}
