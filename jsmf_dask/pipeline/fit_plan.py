@@ -72,8 +72,7 @@ def check_low_rank_memory(client, n_words: int, n_topics: int, dense_start: bool
     (:func:`~jsmf_dask.kernels.eigen.cold_start_memory`) when the task loads it; the budget is
     the worker's share :data:`IN_TASK_SHARE` of its limit.
     """
-    dense = 8 * n_words * n_words + cold_start_memory(n_words, n_topics)  # C and its first eigensolve
-    need = enn_min_memory(n_words, n_topics) + (dense if dense_start else 0)
+    need = _low_rank_need(n_words, n_topics, dense_start)
     addr, limit, where = largest_memory(client)
     _check_fits(need, limit, f"the low-rank rectification (ENN + LAW) needs about {need / 2**30:.2f} GiB in one task "
                 f"for N = {n_words}, K = {n_topics} (O(N·K)); {where} has a memory limit of {limit / 2**30:.2f} GiB")
@@ -110,5 +109,11 @@ def choose_path(client, n_words: int, rectifier: str, *, low_rank: bool = False,
 def dense_start_fits(client, n_words: int, n_topics: int) -> bool:
     """Whether ENN's task can load the dense C and take its top-K eigenpairs itself (else the runner computes
     them by tiled products), besides what its cycles need at least."""
-    need = enn_min_memory(n_words, n_topics) + 8 * n_words * n_words + cold_start_memory(n_words, n_topics)
-    return need <= IN_TASK_SHARE * largest_memory(client)[1]
+    return _low_rank_need(n_words, n_topics, True) <= IN_TASK_SHARE * largest_memory(client)[1]
+
+
+def _low_rank_need(n_words: int, n_topics: int, dense_start: bool) -> int:
+    """Bytes ENN + LAW's task needs at least: its cycles, plus the dense C and its first eigensolve's basis
+    when it loads them."""
+    dense = 8 * n_words * n_words + cold_start_memory(n_words, n_topics) if dense_start else 0
+    return enn_min_memory(n_words, n_topics) + dense
