@@ -9,31 +9,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 import time
 import warnings
 from collections.abc import Sequence
 
-import dask
-
-from jsmf_dask.cluster import connect
-from jsmf_dask.exceptions import JSMFError
-from jsmf_dask.io.sources import RatingsColumns
-from jsmf_dask.io.model_store import topics_path
-from jsmf_dask.pipeline.compare import compare
-from jsmf_dask.pipeline.cooccur import cooccur
-from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path
-from jsmf_dask.pipeline.fit import fit
-from jsmf_dask.pipeline.infer import infer
-from jsmf_dask.pipeline.refine import refine
-from jsmf_dask.pipeline.ingest import ingest
-from jsmf_dask.pipeline.ldavis import export_ldavis, require_pyldavis
-from jsmf_dask.pipeline.report import report, report_model
-from jsmf_dask.pipeline.run import run
-from jsmf_dask.pipeline.run_config import load_run_config
-from jsmf_dask.pipeline.synth import synth
 from jsmf_dask.cli_parser import EXAMPLES, build_parser
+from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.parameters import PARAMETERS, stage_parameters
 
 __all__ = ["main", "build_parser", "EXAMPLES"]
@@ -41,7 +25,13 @@ __all__ = ["main", "build_parser", "EXAMPLES"]
 log = logging.getLogger("jsmf_dask")
 
 
+# Each command imports its stage when it runs: `jsmf --help` and argument errors load no numpy, dask or zarr.
+
+
 def _run_ingest(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.io.sources import RatingsColumns
+    from jsmf_dask.pipeline.ingest import ingest
+
     report = ingest(
         args.root,
         args.inputs,
@@ -65,6 +55,8 @@ def _run_ingest(args: argparse.Namespace) -> list[str]:
 
 
 def _run_cooccur(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.cooccur import cooccur
+
     def on_pass(n: int, seconds: float) -> None:
         if not args.quiet:
             print(f"cooccur: pass {n} over the corpus (product with C), {seconds:.1f} s", file=sys.stderr, flush=True)
@@ -100,6 +92,9 @@ def _stage_kwargs(args: argparse.Namespace, stage: str) -> dict:
 
 
 def _run_fit(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.io.model_store import topics_path
+    from jsmf_dask.pipeline.fit import fit
+
     progress = None if args.quiet else _CycleProgress()
     try:
         result = fit(args.root, **_stage_kwargs(args, "fit"), name=args.name, warm_start=args.warm_start,
@@ -115,6 +110,9 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
 
 
 def _run_refine(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.io.model_store import topics_path
+    from jsmf_dask.pipeline.refine import refine
+
     def progress(record) -> None:
         if not args.quiet:
             print(record.line(), file=sys.stderr, flush=True)
@@ -131,6 +129,8 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
 
 
 def _run_synth(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.synth import synth
+
     return synth(
         args.root, n_docs=args.docs, n_words=args.vocab, n_topics=args.topics, doc_length=args.doc_length,
         seed=args.seed, prior=args.prior, alpha=args.alpha, topics_from=args.topics_from, beta=args.beta,
@@ -140,6 +140,8 @@ def _run_synth(args: argparse.Namespace) -> list[str]:
 
 
 def _run_evaluate(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path
+
     out = evaluate(args.root, models=args.models, heldout=args.heldout)
     lines = [f"metrics written to {metrics_path(args.root)}",
              f"{'model':<16} {'against':<12} " + " ".join(f"{m:>13}" for m in METRICS)]
@@ -159,12 +161,17 @@ def _run_evaluate(args: argparse.Namespace) -> list[str]:
 
 
 def _run_compare(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.compare import compare
+
     result = compare(args.root, topics=args.topics, methods=args.methods, iterations=args.iterations,
                      gibbs_iterations=args.gibbs_iterations, seed=args.seed)
     return [result.markdown(), f"written {result.csv_path}, {result.markdown_path}, {result.figure_path}"]
 
 
 def _run_report(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.ldavis import export_ldavis, require_pyldavis
+    from jsmf_dask.pipeline.report import report, report_model
+
     if args.ldavis:
         require_pyldavis()  # before any work
     path = report(args.root, model=args.model, baseline=args.baseline)
@@ -176,10 +183,14 @@ def _run_report(args: argparse.Namespace) -> list[str]:
 
 
 def _run_infer(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.infer import infer
+
     return infer(args.root, model=args.model, overwrite=args.overwrite).lines()
 
 
 def _run_run(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.run import run
+
     outcomes = run(args.run_config, force=args.force, log=lambda line: print(line, flush=True))
     lines = []
     for o in outcomes:
@@ -222,10 +233,40 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"jsmf: warning: {_cli_words(str(message))}", file=sys.stderr)
 
 
+#: Commands that read an existing run root (the others create one, or read a config).
+_READS_ROOT = {"cooccur", "fit", "refine", "evaluate", "compare", "report", "infer"}
+
+
+def _missing_local_path(args: argparse.Namespace) -> str | None:
+    """What is missing among the local paths the command reads, in ``jsmf: error:`` words, or None.
+
+    Only plain local paths are checked (``os.path``, before numpy, dask or zarr
+    load); URLs are left to the stage, which names what it expected.
+    """
+    def missing(path: str) -> bool:
+        return "://" not in path and not os.path.exists(path)
+
+    if args.command in _READS_ROOT and missing(args.root):
+        return f"{args.root}: no such run root; `jsmf ingest {args.root} INPUT` creates one"
+    if args.command == "ingest":
+        for path in (*args.inputs, args.vocab, args.doc_ids, args.labels):
+            if path and missing(path):
+                return f"{path}: no such file or directory"
+    if args.command == "run" and missing(args.config):
+        return f"{args.config}: no such config file"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jsmf``; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        print(f"jsmf: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
+    if (problem := _missing_local_path(args)) is not None:
+        print(f"jsmf: error: {problem}", file=sys.stderr)
+        return 1
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     import distributed  # noqa: F401 - importing it sets its loggers from dask's config: set ours after that
@@ -233,10 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy, quiet in (("distributed", logging.WARNING), ("bokeh", logging.ERROR), ("tornado", logging.ERROR)):
         logging.getLogger(noisy).setLevel(level if args.verbose else quiet)
     warnings.showwarning = _show_warning
-    if getattr(args, "workers", None) is not None and args.workers < 1:
-        print(f"jsmf: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
-        return 2
     try:
+        import dask
+
+        from jsmf_dask.cluster import connect
+        from jsmf_dask.pipeline.run_config import load_run_config
+
         if args.command == "run":  # validate the config before starting any cluster; it may name one
             args.run_config = load_run_config(args.config)
             args.scheduler = args.scheduler or args.run_config.scheduler

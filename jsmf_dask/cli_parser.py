@@ -9,11 +9,7 @@ from __future__ import annotations
 import argparse
 
 from jsmf_dask import __version__
-from jsmf_dask.kernels.synthetic import PRIORS
-from jsmf_dask.parameters import cli_options
-from jsmf_dask.pipeline.compare import METHODS
-from jsmf_dask.pipeline.ingest import FORMATS
-from jsmf_dask.pipeline.synth import TOPICS_FROM
+from jsmf_dask.parameters import INPUT_FORMATS, SYNTH_PRIORS, SYNTH_TOPICS_FROM, cli_options, compare_methods
 
 __all__ = ["EXAMPLES", "build_parser"]
 
@@ -105,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_root(p)
     p.add_argument("inputs", metavar="INPUT", nargs="+", help="input files or directories")
-    p.add_argument("--format", choices=FORMATS, default="auto",
+    p.add_argument("--format", choices=INPUT_FORMATS, default="auto",
                    help="auto: docword.*.txt[.gz] is UCI, anything else raw text (default)")
     p.add_argument("--vocab", help="UCI vocabulary file (default: vocab.X.txt beside docword.X.txt)")
     p.add_argument("--doc-ids", help="UCI: file whose line k names document k")
@@ -200,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_root(p)
     p.add_argument("--topics", type=_int_list, required=True, metavar="K1,K2,...", help="the numbers of topics to fit")
     p.add_argument("--methods", type=_str_list, default=["none", "dc", "ap"], metavar="M1,M2,...",
-                   help=f"from {','.join(METHODS)} (default: none,dc,ap; gibbs needs jsmf_dask[gibbs])")
+                   help=f"from {','.join(compare_methods())} (default: none,dc,ap; gibbs needs jsmf_dask[gibbs])")
     p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
     p.add_argument("--gibbs-iterations", type=int, default=1000, help="Gibbs sweeps (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of every method's random start (default: 0)")
@@ -251,10 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics", type=int, required=True, metavar="K", help="number of topics of the truth")
     p.add_argument("--doc-length", type=float, default=200, metavar="L", help="mean tokens per document")
     p.add_argument("--seed", type=int, default=0, help="random seed of the draw (default: 0)")
-    p.add_argument("--prior", choices=PRIORS, default="dirichlet",
+    p.add_argument("--prior", choices=SYNTH_PRIORS, default="dirichlet",
                    help="document-topic prior: dirichlet (default) or a correlated logistic normal")
     p.add_argument("--alpha", type=float, default=0.1, help="Dirichlet concentration (default: 0.1)")
-    p.add_argument("--topics-from", choices=TOPICS_FROM, default="separable",
+    p.add_argument("--topics-from", choices=SYNTH_TOPICS_FROM, default="separable",
                    help="separable (default): each topic has a planted anchor word, which flatters anchor methods; "
                    "dirichlet: each topic drawn from a symmetric Dirichlet(--beta) over the vocabulary, as plain LDA")
     p.add_argument("--beta", type=_positive_float, default=0.05,

@@ -19,7 +19,14 @@ from typing import Any
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError
 
-__all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_options"]
+__all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_options", "INPUT_FORMATS",
+           "SYNTH_PRIORS", "SYNTH_TOPICS_FROM", "compare_methods"]
+
+#: ``ingest``'s input formats (``auto``: by file name and content).
+INPUT_FORMATS = ("auto", "uci", "text", "ratings", "baskets")
+#: ``synth``'s document-topic priors and the ways it draws B's columns.
+SYNTH_PRIORS = ("dirichlet", "correlated")
+SYNTH_TOPICS_FROM = ("separable", "dirichlet")
 
 
 @dataclass(frozen=True)
@@ -242,3 +249,9 @@ def cli_options(parser: argparse.ArgumentParser, stage: str) -> None:
         if p.metavar:
             kwargs["metavar"] = p.metavar
         parser.add_argument(p.cli_flag, **kwargs)
+
+
+def compare_methods() -> tuple[str, ...]:
+    """``compare``'s methods: every rectifier of ``fit``, AP followed by each refine method, and Gibbs sampling."""
+    return (*parameter("fit", "rectifier").choices,
+            *(f"ap+{m}" for m in parameter("refine", "method").choices), "gibbs")

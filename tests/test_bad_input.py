@@ -250,6 +250,9 @@ def test_cli_reports_error_and_exit_status(tmp_path, capsys):
     assert exit_info.value.code == 2 and "argument --vocab-size: expected an int >= 1, got '0'" in \
         capsys.readouterr().err
     assert main(["cooccur", str(tmp_path / "nothing"), "--scheduler", "synchronous"]) == 1
+    assert "nothing: no such run root" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["cooccur", str(tmp_path / "empty"), "--scheduler", "synchronous"]) == 1
     assert "vocabulary table does not exist" in capsys.readouterr().err
 
 
@@ -284,7 +287,7 @@ CLI_CASES = [
      r"only \d+ words occur in at least --min-anchor-df 100000 documents"),
     ("fit-existing-model", lambda r, t: ["fit", r, "--topics", "3", "--min-anchor-df", "0"],
      r"k3-ap already exists; pass --overwrite"),
-    ("fit-no-store", lambda r, t: ["fit", str(t / "empty"), "--topics", "3"], r"co-occurrence store does not exist"),
+    ("fit-no-root", lambda r, t: ["fit", str(t / "empty"), "--topics", "3"], r"empty: no such run root; .jsmf ingest"),
     ("refine-existing-output", lambda r, t: ["refine", r, "--model", "k3-ap", "--name", "k3-dc"],
      r"k3-dc already exists; pass --overwrite"),
     ("evaluate-unknown-model", lambda r, t: ["evaluate", r, "--model", "nope"], r"nope: no such model; fitted models"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from jsmf_dask.cli import main
@@ -43,6 +45,9 @@ def test_fit_errors_exit_1_and_write_nothing(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert listing(tmp_path / "run") == before
     assert main(["fit", str(tmp_path / "nowhere"), "--topics", "3", *LOCAL]) == 1
+    assert f"{tmp_path / 'nowhere'}: no such run root" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["fit", str(tmp_path / "empty"), "--topics", "3", *LOCAL]) == 1
     assert "co-occurrence store does not exist" in capsys.readouterr().err
 
 
@@ -115,3 +120,40 @@ def test_help_describes_every_option_and_shows_a_valid_example_per_command():
         words = shlex.split(EXAMPLES[name])
         assert words[:2] == ["jsmf", name]
         assert parser.parse_args(words[1:]).command == name  # the example is a valid command line
+
+
+@pytest.mark.parametrize("argv, status", [
+    (["--help"], 0),
+    (["fit", "--help"], 0),
+    (["fit", "ROOT", "--topics", "5", "--bogus"], 2),
+    (["fit", "ROOT", "--topics", "1"], 2),
+    (["refine", "ROOT", "--model", "k5-ap", "--alpha", "-1"], 2),
+    (["fit", "NOWHERE", "--topics", "5"], 1),
+    (["ingest", "ROOT", "NOWHERE"], 1),
+    (["run", "NOWHERE"], 1),
+])
+def test_help_and_argument_errors_load_no_numpy_dask_or_zarr(tmp_path, argv, status):
+    """``jsmf --help``, a bad flag and a missing local path are answered before the heavy libraries load.
+
+    Checked by the modules a fresh interpreter holds afterwards (not by a
+    clock): numpy, dask, distributed, zarr, pyarrow and scipy must be absent.
+    """
+    import json
+    import subprocess
+
+    argv = [str(tmp_path) if a == "ROOT" else str(tmp_path / "nowhere") if a == "NOWHERE" else a for a in argv]
+    code = (
+        "import json, sys\n"
+        "from jsmf_dask.cli import main\n"
+        "try:\n"
+        f"    status = main({argv!r})\n"
+        "except SystemExit as exit:\n"
+        "    status = exit.code\n"
+        "heavy = ('numpy', 'dask', 'distributed', 'zarr', 'pyarrow', 'scipy')\n"
+        "print(json.dumps({'status': status, 'loaded': [m for m in heavy if m in sys.modules]}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"status": status, "loaded": []}, out.stderr
+    if status == 1:
+        assert out.stderr.startswith("jsmf: error: ") and "nowhere" in out.stderr

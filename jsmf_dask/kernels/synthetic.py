@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "PRIORS",
     "draw_theta",
     "random_covariance",
     "SyntheticCorpus",
@@ -77,9 +76,6 @@ def dirichlet_topic_topic(alpha: np.ndarray) -> np.ndarray:
     alpha = np.asarray(alpha, dtype=np.float64)
     a0 = alpha.sum()
     return (np.outer(alpha, alpha) + np.diag(alpha)) / (a0 * (a0 + 1))
-
-
-PRIORS = ("dirichlet", "correlated")
 
 
 def draw_theta(prior: str, alpha: np.ndarray, size: int, rng: np.random.Generator,

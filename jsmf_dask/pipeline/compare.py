@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate
-from jsmf_dask.pipeline.fit import RECTIFIERS, fit
+from jsmf_dask.parameters import compare_methods
+from jsmf_dask.pipeline.fit import fit
 from jsmf_dask.pipeline.fit_model import default_name
 from jsmf_dask.pipeline.gibbs import fit_gibbs, require_tomotopy
-from jsmf_dask.pipeline.refine import METHODS as REFINE_METHODS
 from jsmf_dask.pipeline.refine import default_refined_name, refine
 from jsmf_dask.pipeline.report import report_dir
 from jsmf_dask.render.figures import metric_curves
 
 __all__ = ["METHODS", "CompareResult", "compare"]
 
-METHODS = (*RECTIFIERS, *(f"ap+{m}" for m in REFINE_METHODS), "gibbs")
+METHODS = compare_methods()
 
 
 @dataclass

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InputError, InvalidParameterError
+from jsmf_dask.parameters import INPUT_FORMATS
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
@@ -51,9 +52,7 @@ from jsmf_dask.stages.ingest import (
     write_curated_shards,
 )
 
-__all__ = ["IngestReport", "ingest", "FORMATS", "load_stopwords"]
-
-FORMATS = ("auto", "uci", "text", "ratings", "baskets")
+__all__ = ["IngestReport", "ingest", "load_stopwords"]
 #: Default (min_doc_tokens, min_doc_words) of each input format (see :func:`ingest`).
 DOC_FILTERS = {"uci": (5, 3), "text": (5, 3), "ratings": (2, 2), "baskets": (2, 2)}
 _STOPWORDS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "stopwords_en.txt")
@@ -210,7 +209,7 @@ def ingest(
         A parameter outside its range.
     """
     owner = "ingest"
-    check_option(format, "format", owner, FORMATS)
+    check_option(format, "format", owner, INPUT_FORMATS)
     try:
         codecs.lookup(encoding)
     except (LookupError, TypeError):

@@ -19,11 +19,11 @@ from zarr.codecs import ZstdCodec
 
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError
+from jsmf_dask.parameters import SYNTH_PRIORS, SYNTH_TOPICS_FROM
 from jsmf_dask.io.fs import join, staged_output
 from jsmf_dask.io.parquet import corpus_dir, shard_name, write_shard, write_vocabulary
 from jsmf_dask.io.zarr_store import zarr_store
 from jsmf_dask.kernels.synthetic import (
-    PRIORS,
     SyntheticCorpus,
     dirichlet_topic_topic,
     random_covariance,
@@ -31,10 +31,7 @@ from jsmf_dask.kernels.synthetic import (
     separable_topics,
 )
 
-__all__ = ["SynthReport", "synth", "truth_path", "read_truth", "write_corpus", "TOPICS_FROM"]
-
-#: How ``synth`` draws random topics: with a planted anchor word each, or as plain LDA does.
-TOPICS_FROM = ("separable", "dirichlet")
+__all__ = ["SynthReport", "synth", "truth_path", "read_truth", "write_corpus"]
 
 
 def truth_path(root: str) -> str:
@@ -111,8 +108,8 @@ def synth(
     for name, value, low in (("n_docs", n_docs, 1), ("n_words", n_words, 3), ("n_topics", n_topics, 2),
                              ("seed", seed, 0)):
         check_int(value, name, owner, low=low)
-    check_option(prior, "prior", owner, PRIORS)
-    check_option(topics_from, "topics_from", owner, TOPICS_FROM)
+    check_option(prior, "prior", owner, SYNTH_PRIORS)
+    check_option(topics_from, "topics_from", owner, SYNTH_TOPICS_FROM)
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
         raise InvalidParameterError(f"The 'beta' parameter of synth must be a float > 0. Got {beta!r} instead.")
     if n_topics >= n_words:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 from dask.base import tokenize
 
+from jsmf_dask.parameters import parameter
 from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
@@ -44,7 +45,7 @@ from jsmf_dask.stages.infer import block_counts
 __all__ = ["METHODS", "SweepParams", "BlockSums", "sweep_tasks", "finish_tasks", "tree_sum", "gamma_dir"]
 
 #: Refinement methods: zero-order collapsed variational Bayes, and variational Bayes.
-METHODS = ("cvb0", "vb")
+METHODS = parameter("refine", "method").choices
 
 
 @dataclass(frozen=True)
