@@ -55,7 +55,28 @@ _HOMES = {
     "open_cooccurrence": "jsmf_dask.io.zarr_store",
 }
 
-__all__ = [*_HOMES, "__version__"]
+__all__ = [
+    "RectifiedAnchorWords",
+    "rectify",
+    "find_anchors",
+    "recover",
+    "fit",
+    "FitResult",
+    "refine",
+    "RefineResult",
+    "synth",
+    "evaluate",
+    "compare",
+    "report",
+    "infer",
+    "open_model",
+    "ingest",
+    "IngestReport",
+    "cooccur",
+    "CooccurrenceSummary",
+    "open_cooccurrence",
+    "__version__",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from jsmf_dask._estimator import RectifiedAnchorWords

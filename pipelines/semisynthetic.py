@@ -30,7 +30,6 @@ from jsmf_dask import cooccur, fit, ingest, open_cooccurrence, synth
 from jsmf_dask.cluster import connect
 from jsmf_dask.io.fs import write_file
 from jsmf_dask.kernels.metrics import matched_errors
-from jsmf_dask.parameters import SYNTH_PRIORS as PRIORS
 from jsmf_dask.pipeline.synth import read_truth
 
 NIPS = Path(__file__).parent / "data" / "nips12-raw" / "nipstxt.tar.xz"

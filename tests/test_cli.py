@@ -157,3 +157,18 @@ def test_help_and_argument_errors_load_no_numpy_dask_or_zarr(tmp_path, argv, sta
     assert result == {"status": status, "loaded": []}, out.stderr
     if status == 1:
         assert out.stderr.startswith("jsmf: error: ") and "nowhere" in out.stderr
+
+
+def test_package_names_load_on_first_use():
+    """Every name in ``jsmf_dask.__all__`` resolves (lazily) to the object its home module defines."""
+    import importlib
+
+    import jsmf_dask
+
+    for name in jsmf_dask.__all__:
+        if name != "__version__":
+            home = importlib.import_module(jsmf_dask._HOMES[name])
+            assert getattr(jsmf_dask, name) is getattr(home, name), name
+    assert set(jsmf_dask._HOMES) == set(jsmf_dask.__all__) - {"__version__"}
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        jsmf_dask.nope
