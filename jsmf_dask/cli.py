@@ -200,10 +200,28 @@ def _run_run(args: argparse.Namespace) -> list[str]:
                     f"outputs under {args.run_config.root}"]
 
 
+def _run_topics(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.io.model_store import topics_path
+    from jsmf_dask.pipeline.run import run
+
+    outcomes = run(args.run_config, force=args.force,
+                   log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True))
+    refined = f"k{args.n_topics}-ap-cvb0"
+    lines = [line for o in outcomes if o.stage.startswith("refine-") for line in o.lines]
+    if not lines:  # up to date: the topics as written
+        from jsmf_dask.io.fs import get_fs
+
+        fs, path = get_fs(topics_path(args.root, refined))
+        lines = fs.read_text(path, encoding="utf-8").splitlines()
+    ran = sum(o.status == "ran" for o in outcomes)
+    return lines + [f"topics of {refined} in {topics_path(args.root, refined)}; {ran} stage(s) ran, "
+                    f"{len(outcomes) - ran} up to date (rerun to resume; --force to redo)"]
+
+
 _COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "refine": _run_refine,
              "synth": _run_synth,
              "evaluate": _run_evaluate, "compare": _run_compare, "report": _run_report, "infer": _run_infer,
-             "run": _run_run}
+             "run": _run_run, "topics": _run_topics}
 _LOCAL_ONLY = {"synth"}
 
 
@@ -248,8 +266,8 @@ def _missing_local_path(args: argparse.Namespace) -> str | None:
 
     if args.command in _READS_ROOT and missing(args.root):
         return f"{args.root}: no such run root; `jsmf ingest {args.root} INPUT` creates one"
-    if args.command == "ingest":
-        for path in (*args.inputs, args.vocab, args.doc_ids, args.labels):
+    if args.command in ("ingest", "topics"):
+        for path in (*args.inputs, *(getattr(args, key, None) for key in ("vocab", "doc_ids", "labels"))):
             if path and missing(path):
                 return f"{path}: no such file or directory"
     if args.command == "run" and missing(args.config):
@@ -285,6 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.scheduler = args.scheduler or args.run_config.scheduler
             args.workers = args.workers or args.run_config.workers
             args.memory_limit = args.memory_limit or args.run_config.memory_limit
+        if args.command == "topics":
+            from jsmf_dask.pipeline.run_config import topics_config
+
+            args.run_config = topics_config(
+                args.inputs, args.root, args.n_topics, heldout=args.heldout, iterations=args.iterations,
+                ingest={"vocab_size": args.vocab_size, "format": args.format, "encoding": args.encoding})
         if args.command in _LOCAL_ONLY:
             lines = _COMMANDS[args.command](args)
         else:
@@ -295,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 connect_timeout=args.connect_timeout,
                 lazy=True,  # the stage checks its inputs first: a bad one fails without starting a cluster
                 on_dashboard=None if args.quiet else lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
+                on_engine=None if args.quiet else lambda line: print(line, file=sys.stderr),
             ):
                 lines = _COMMANDS[args.command](args)
     except JSMFError as err:

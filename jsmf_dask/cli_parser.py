@@ -9,7 +9,16 @@ from __future__ import annotations
 import argparse
 
 from jsmf_dask import __version__
-from jsmf_dask.parameters import INPUT_FORMATS, SYNTH_PRIORS, SYNTH_TOPICS_FROM, cli_options, compare_methods
+from jsmf_dask.parameters import (
+    INPUT_FORMATS,
+    REFINED_FIT_ITERATIONS,
+    SYNTH_PRIORS,
+    SYNTH_TOPICS_FROM,
+    TOPICS_VOCAB_SIZE,
+    cli_options,
+    compare_methods,
+    parameter,
+)
 
 __all__ = ["EXAMPLES", "build_parser"]
 
@@ -24,6 +33,7 @@ EXAMPLES = {
     "report": "jsmf report runs/nips --model k20-ap",
     "infer": "jsmf infer runs/nips --model k20-ap-cvb0",
     "run": "jsmf run pipelines/configs/demo.toml",
+    "topics": "jsmf topics pipelines/data/nips12-raw/nipstxt.tar.xz --topics 20 --out runs/nips --encoding latin-1",
     "synth": "jsmf synth runs/synth --docs 20000 --vocab 2000 --topics 20",
 }
 
@@ -44,11 +54,15 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) 
     g.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS, else a LocalCluster of worker "
-        "processes sized to this machine); 'synchronous' or 'threads' run in this process",
+        help="where the stage runs: a Dask scheduler address; 'local': a LocalCluster of worker processes sized "
+        "to this machine; 'threads' or 'synchronous': in this process; 'auto': threads for small work, the "
+        "LocalCluster for large (the size and the choice are printed) (default: $DASK_SCHEDULER_ADDRESS, else "
+        "auto)",
     )
-    g.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: one per core)")
-    g.add_argument("--memory-limit", metavar="BYTES", help="LocalCluster memory per worker, e.g. 4GiB")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="LocalCluster worker processes (default: one per core; implies --scheduler local)")
+    g.add_argument("--memory-limit", metavar="BYTES",
+                   help="LocalCluster memory per worker, e.g. 4GiB (implies --scheduler local)")
     g.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="give up on a --scheduler that has not completed the Dask handshake by then (default: 10)")
     g.add_argument("--quiet", action="store_true", help="print results only: no progress, no dashboard link")
@@ -233,6 +247,29 @@ def build_parser() -> argparse.ArgumentParser:
         "the root it names. A stage whose marker shows the same parameters and inputs is skipped.",
     )
     p.add_argument("config", metavar="CONFIG.toml", help="the run's config (see pipelines/configs/)")
+    p.add_argument("--force", action="store_true", help="redo every stage")
+    _add_cluster_options(p, overwrite=False)
+
+    p = _command(
+        sub, "topics",
+        help="input -> refined topics in one command (ingest, cooccur, fit, refine on one root; resumable)",
+        description="Run ingest, cooccur (5%% of the documents kept for refine's validation stop), fit (AP, "
+        "with the cycles of a fit that refine follows) and refine (CVB0) on ROOT, as four commands would, and "
+        "print the refined topics. Rerun, it skips every stage whose inputs and parameters are unchanged "
+        "(like `jsmf run`).",
+    )
+    p.add_argument("inputs", metavar="INPUT", nargs="+", help="input files or directories (as for ingest)")
+    p.add_argument("--topics", dest="n_topics", type=parameter("fit", "n_topics").parse, required=True, metavar="K",
+                   help="number of topics")
+    p.add_argument("--out", dest="root", required=True, metavar="ROOT", help="run root (a local path or URL)")
+    p.add_argument("--format", choices=INPUT_FORMATS, default="auto", help="as for ingest (default: auto)")
+    p.add_argument("--encoding", default="utf-8", help="as for ingest (default: utf-8)")
+    p.add_argument("--vocab-size", type=parameter("ingest", "vocab_size").parse, default=TOPICS_VOCAB_SIZE,
+                   metavar="N", help=f"words kept by tf-idf rank (default: {TOPICS_VOCAB_SIZE})")
+    p.add_argument("--heldout", type=parameter("cooccur", "heldout").parse, metavar="FRACTION",
+                   help="also hold out this fraction of the documents for `jsmf evaluate` (default: none)")
+    p.add_argument("--iterations", type=parameter("fit", "iterations").parse, metavar="N",
+                   help=f"AP cycles (default: {REFINED_FIT_ITERATIONS}, refine corrects the topics)")
     p.add_argument("--force", action="store_true", help="redo every stage")
     _add_cluster_options(p, overwrite=False)
 

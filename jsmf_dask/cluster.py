@@ -1,8 +1,11 @@
-"""Where the graphs run: an existing Dask cluster, or the embedded LocalCluster.
+"""Where the graphs run: an existing Dask cluster, threads in this process, or the embedded LocalCluster.
 
-Without an address (argument or ``DASK_SCHEDULER_ADDRESS``) a
-:class:`distributed.LocalCluster` of worker processes sized to the machine is
-started: one single-threaded worker per core, memory split evenly, BLAS
+Without an address (argument or ``DASK_SCHEDULER_ADDRESS``) the engine is
+chosen by the work's size (:func:`choose_engine`, called by each stage once it
+knows its input): small work runs on threads in the calling process (no
+cluster to start, nothing pickled), large work on a
+:class:`distributed.LocalCluster` of worker processes sized to the machine:
+one single-threaded worker per core, memory split evenly, BLAS
 threads limited to 1 inside workers (set in the nanny's pre-spawn
 environment, so the limit is in place before numpy loads). The workers log at
 the level of the ``distributed`` logger of the calling process, and leave the
@@ -16,17 +19,60 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import dask
 import psutil
 
 from jsmf_dask.exceptions import ClusterError
 
-__all__ = ["LOCAL_SCHEDULERS", "connect", "start_pending_cluster"]
+__all__ = ["LOCAL_SCHEDULERS", "ENGINES", "Work", "choose_engine", "connect", "start_pending_cluster",
+           "pending_worker_memory", "THREADS_MAX_TOKENS", "THREADS_MAX_INPUT_BYTES"]
 
 #: Addresses that select one of dask's single-machine schedulers instead of a cluster.
 LOCAL_SCHEDULERS = ("synchronous", "threads")
+#: What ``scheduler`` may name besides an address: the automatic choice, the LocalCluster, the local schedulers.
+ENGINES = ("auto", "local", *LOCAL_SCHEDULERS)
+
+#: Work below both limits runs on threads in this process; above either, on the LocalCluster. Measured
+#: by ``pipelines/benchmarks/small.py`` (the crossover of the two engines, stage by stage: see its README).
+THREADS_MAX_TOKENS = 20_000_000
+THREADS_MAX_INPUT_BYTES = 200_000_000
+
+
+@dataclass(frozen=True)
+class Work:
+    """The size of what a stage is about to process: its corpus's tokens, or (``ingest``) its input's bytes."""
+
+    tokens: int | None = None
+    input_bytes: int | None = None
+
+    def small(self) -> bool:
+        """Whether threads in this process beat starting a LocalCluster for it."""
+        return (self.tokens is None or self.tokens <= THREADS_MAX_TOKENS) and \
+            (self.input_bytes is None or self.input_bytes <= THREADS_MAX_INPUT_BYTES)
+
+    def describe(self) -> str:
+        if self.tokens is not None:
+            return f"{self.tokens / 1e6:.3g}M tokens, {'at most' if self.small() else 'over'} " \
+                   f"{THREADS_MAX_TOKENS / 1e6:g}M"
+        return f"{(self.input_bytes or 0) / 1e6:.3g} MB of input, {'at most' if self.small() else 'over'} " \
+               f"{THREADS_MAX_INPUT_BYTES / 1e6:g} MB"
+
+
+def choose_engine(work: Work) -> str | None:
+    """Inside ``connect()`` with the automatic engine: run on threads or start the LocalCluster, by ``work``.
+
+    The first call decides for the rest of the ``connect`` block (one engine,
+    at most one cluster, for every stage of a run); later calls and calls
+    outside an automatic ``connect`` do nothing. Returns the one line that says
+    which engine and why, the first time (else None).
+    """
+    owner = _pending_owner()
+    if owner is None or not owner.auto or owner.decided is not None:
+        return None
+    return owner.decide(work)
 
 _BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
@@ -72,15 +118,20 @@ def connect(
     on_dashboard=None,
     connect_timeout: float = 10.0,
     lazy: bool = False,
+    on_engine: Callable[[str], None] | None = None,
 ) -> Iterator[object]:
     """Run the enclosed stages on a cluster.
 
     Parameters
     ----------
     scheduler : str, optional
-        A scheduler address (``tcp://host:8786``), ``"synchronous"`` or
-        ``"threads"`` for dask's local schedulers, or None for
-        ``DASK_SCHEDULER_ADDRESS`` if set and otherwise a new LocalCluster.
+        A scheduler address (``tcp://host:8786``); ``"synchronous"`` or
+        ``"threads"`` for dask's local schedulers; ``"local"`` for the
+        LocalCluster whatever the size; ``"auto"`` or None for
+        ``DASK_SCHEDULER_ADDRESS`` if set, else the engine the work's size
+        calls for (:func:`choose_engine`; the LocalCluster if a graph runs
+        before any stage said its size, or if ``n_workers`` or
+        ``memory_limit`` is given).
     n_workers : int, optional
         LocalCluster worker processes (default: one per core).
     memory_limit : str or int, optional
@@ -94,7 +145,10 @@ def connect(
     lazy : bool, default=False
         Start the LocalCluster only when the first graph is computed, so that
         whatever the enclosed code checks first (paths, stores, parameters)
-        fails fast without one (what the CLI does).
+        fails fast without one (what the CLI does). Implied by the automatic
+        engine.
+    on_engine : callable, optional
+        Called with the automatic choice's one-line reason when it is made.
 
     Yields
     ------
@@ -103,7 +157,14 @@ def connect(
         (``lazy``).
     """
 
-    scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+    if scheduler in (None, "auto"):
+        scheduler = os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+        if scheduler is None and (n_workers is not None or memory_limit is not None):
+            scheduler = "local"  # the LocalCluster's own options ask for it
+    automatic = scheduler is None
+    if scheduler == "local":
+        scheduler = None
+    lazy = lazy or automatic
     if scheduler in LOCAL_SCHEDULERS:
         with dask.config.set(scheduler=scheduler):
             yield None
@@ -115,7 +176,8 @@ def connect(
                 on_dashboard(client.dashboard_link)
             yield client
         return
-    cluster = _LocalClusterOnDemand(n_workers, memory_limit, on_dashboard if dashboard else None)
+    cluster = _LocalClusterOnDemand(n_workers, memory_limit, on_dashboard if dashboard else None,
+                                    auto=automatic, on_engine=on_engine)
     try:
         if lazy:
             # a callable scheduler: the first graph computed starts the cluster
@@ -128,18 +190,25 @@ def connect(
         cluster.close()
 
 
+def _pending_owner() -> _LocalClusterOnDemand | None:
+    """The LocalCluster-on-demand of an enclosing ``connect(lazy=True)``, if any."""
+    owner = getattr(dask.config.get("scheduler", None), "__self__", None)
+    return owner if isinstance(owner, _LocalClusterOnDemand) else None
+
+
 def start_pending_cluster():
-    """Start the LocalCluster of an enclosing ``connect(lazy=True)`` now, and return its client (else None)."""
-    getter = dask.config.get("scheduler", None)
-    owner = getattr(getter, "__self__", None)
-    return owner.start() if isinstance(owner, _LocalClusterOnDemand) else None
+    """Start the LocalCluster of an enclosing ``connect(lazy=True)`` now, and return its client.
+
+    None outside such a block, and when the automatic engine chose threads.
+    """
+    owner = _pending_owner()
+    return owner.start() if owner is not None and owner.decided != "threads" else None
 
 
 def pending_worker_memory() -> int | None:
     """The memory limit of each worker of an enclosing ``connect(lazy=True)`` not started yet (else None)."""
-    getter = dask.config.get("scheduler", None)
-    owner = getattr(getter, "__self__", None)
-    if isinstance(owner, _LocalClusterOnDemand) and owner._client is None:
+    owner = _pending_owner()
+    if owner is not None and owner._client is None and owner.decided != "threads":
         return owner.worker_memory_limit()
     return None
 
@@ -147,12 +216,30 @@ def pending_worker_memory() -> int | None:
 class _LocalClusterOnDemand:
     """The embedded LocalCluster, started by :meth:`start` (at once, or by the first graph computed)."""
 
-    def __init__(self, n_workers: int | None, memory_limit, on_dashboard) -> None:
+    def __init__(self, n_workers: int | None, memory_limit, on_dashboard, *, auto: bool = False,
+                 on_engine: Callable[[str], None] | None = None) -> None:
         self.n_workers = n_workers or os.cpu_count() or 1
         self.memory_limit = memory_limit
         self.on_dashboard = on_dashboard
+        self.auto = auto
+        self.on_engine = on_engine
+        self.decided: str | None = None  # 'threads' or 'local' once the automatic choice is made
         self._stack = contextlib.ExitStack()
         self._client = None
+
+    def decide(self, work: Work) -> str:
+        """Choose threads or the LocalCluster for ``work`` (see :func:`choose_engine`); return the reason."""
+        if work.small():
+            self.decided = "threads"
+            line = f"engine: threads in this process ({work.describe()}; --scheduler local for worker processes)"
+        else:
+            self.decided = "local"
+            line = (f"engine: LocalCluster of {self.n_workers} worker processes ({work.describe()}; "
+                    f"--scheduler threads to stay in this process)")
+        logging.getLogger("jsmf_dask").info(line)
+        if self.on_engine is not None:
+            self.on_engine(line)
+        return line
 
     def worker_memory_limit(self) -> int:
         """Bytes each worker may use: ``memory_limit``, else 90% of this machine's memory shared out."""
@@ -162,7 +249,9 @@ class _LocalClusterOnDemand:
             else int(self.memory_limit)
 
     def start(self):
-        """Start the cluster and its client (idempotent); returns the client."""
+        """Start the cluster and its client (idempotent); returns the client (None when threads were chosen)."""
+        if self.decided == "threads":
+            return None
         if self._client is not None:
             return self._client
         from distributed import Client, LocalCluster
@@ -193,7 +282,11 @@ class _LocalClusterOnDemand:
         return client
 
     def get(self, dsk, keys, **kwargs):
-        """A dask scheduler ``get``: starts the cluster, then runs the graph on it."""
+        """A dask scheduler ``get``: on threads if they were chosen, else on the cluster (started now)."""
+        if self.decided == "threads":
+            from dask.threaded import get
+
+            return get(dsk, keys, **kwargs)
         return self.start().get(dsk, keys, **kwargs)
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ from fsspec.implementations.local import LocalFileSystem
 from jsmf_dask._validation import name_problem
 from jsmf_dask.exceptions import StoreError
 
-__all__ = ["get_fs", "arrow_fs", "join", "join_under", "check_under", "is_local", "staged_output", "refuse_existing",
+__all__ = ["get_fs", "total_bytes", "arrow_fs", "join", "join_under", "check_under", "is_local", "staged_output", "refuse_existing",
            "remove", "write_file", "check_committed", "recover_interrupted", "COMMITTED"]
 
 #: The object written last into a committed output on an object store.
@@ -44,6 +44,16 @@ def arrow_fs(fs: fsspec.AbstractFileSystem) -> pafs.FileSystem:
     if isinstance(fs, LocalFileSystem):
         return pafs.LocalFileSystem()
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+
+
+def total_bytes(urls) -> int:
+    """The bytes of the files and directory trees named by ``urls`` (0 for what does not exist)."""
+    total = 0
+    for url in urls:
+        fs, path = get_fs(url)
+        if fs.exists(path):
+            total += int(fs.du(path, total=True)) if fs.isdir(path) else int(fs.size(path) or 0)
+    return total
 
 
 def is_local(url: str) -> bool:

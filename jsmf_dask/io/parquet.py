@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -35,6 +36,7 @@ from jsmf_dask.io.schema import (
 
 __all__ = [
     "Block",
+    "corpus_tokens",
     "corpus_dir",
     "vocab_path",
     "labels_path",
@@ -188,6 +190,11 @@ def write_shard(table: pa.Table, url: str, *, n_words: int, row_group_size: int)
     fs, path = get_fs(url)
     with fs.open(path, "wb") as f:
         pq.write_table(table, f, row_group_size=max(1, row_group_size))
+
+
+def corpus_tokens(corpus: str) -> int:
+    """The tokens of the stored corpus (its vocabulary's ``tf`` column summed)."""
+    return int(pc.sum(read_vocabulary(corpus).column("tf")).as_py() or 0)
 
 
 def read_vocabulary(corpus: str) -> pa.Table:

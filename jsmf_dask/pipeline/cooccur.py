@@ -26,6 +26,7 @@ from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
+    corpus_tokens,
     file_manifest,
     repeated_doc_id,
     list_blocks,
@@ -45,6 +46,7 @@ from jsmf_dask.stages.cooccurrence import (
     tile_tasks,
     word_block_edges,
 )
+from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["CooccurrenceSummary", "cooccur", "library_versions"]
 
@@ -193,6 +195,7 @@ def cooccur(
     heldout = check_heldout(heldout, owner)
     validation = check_validation(validation, heldout, owner)
     blocks = list_blocks(corpus)
+    choose_engine(Work(tokens=corpus_tokens(corpus)))
     base = old = None
     if update:
         if overwrite:

@@ -22,7 +22,7 @@ from jsmf_dask._validation import check_heldout, check_name
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, open_model, stored_rectified
-from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks, read_vocabulary
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
 from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR
 from jsmf_dask.kernels.metrics import (
@@ -39,6 +39,7 @@ from jsmf_dask.io.model_store import low_rank_rectified
 from jsmf_dask.kernels.upper_sparse import symmetric_from_upper
 from jsmf_dask.kernels.metrics import low_rank_partials
 from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, corpus_codoc_task, fit_partials_tasks
+from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS", "heldout_perplexity",
            "document_prior"]
@@ -190,6 +191,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
     strict = heldout is not None
     fraction = check_heldout(heldout, "evaluate") if strict else stored_heldout_fraction(root)
     store = open_cooccurrence(cooc_path(root))
+    choose_engine(Work(tokens=corpus_tokens(corpus_dir(root))))
     names = list_models(root) if models is None else list(models)
     if not names:
         raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")

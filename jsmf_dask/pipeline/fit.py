@@ -31,11 +31,11 @@ import zarr
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_name
 from jsmf_dask.parameters import parameter
-from jsmf_dask.cluster import pending_worker_memory
+from jsmf_dask.cluster import Work, choose_engine, pending_worker_memory
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_arrays
-from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, vocabulary_hash
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.kernels.enn import checked_rows, enn_memory, enn_min_memory
@@ -168,6 +168,7 @@ def fit(
                      tol)
     store = open_cooccurrence(cooc_path(root))
     words = _checked_vocabulary(root, store, n_topics, rectifier)
+    choose_engine(Work(tokens=corpus_tokens(corpus_dir(root))))
     plan = _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver, min_anchor_df, seed,
                  name, path, eig_tol, warm_start, overwrite)
     client = _progress.active_client()

@@ -19,9 +19,10 @@ from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output, write_file
 from jsmf_dask.io.model_store import list_models, open_model
-from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_vocabulary
 from jsmf_dask.pipeline.fit_model import topic_labels
 from jsmf_dask.stages.infer import doc_topic_tasks
+from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics", "inferred_model", "topic_info"]
 
@@ -80,6 +81,7 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     if B.shape[0] != n_words:
         raise StoreError(f"{fitted.url}: B has {B.shape[0]} words but {corpus}/vocab.parquet has {n_words}")
     blocks = list_blocks(corpus)
+    choose_engine(Work(tokens=corpus_tokens(corpus)))
     with staged_output(doc_topics_path(root), root=root, overwrite=overwrite) as tmp:
         fs, path = get_fs(tmp)
         fs.makedirs(path, exist_ok=True)

@@ -25,7 +25,7 @@ from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InputError, InvalidParameterError
 from jsmf_dask.parameters import INPUT_FORMATS
-from jsmf_dask.io.fs import get_fs, join, remove, staged_output
+from jsmf_dask.io.fs import get_fs, join, remove, staged_output, total_bytes
 from jsmf_dask.io.parquet import (
     corpus_dir,
     write_labels,
@@ -51,6 +51,7 @@ from jsmf_dask.stages.ingest import (
     term_statistics,
     write_curated_shards,
 )
+from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["IngestReport", "ingest", "load_stopwords"]
 #: Default (min_doc_tokens, min_doc_words) of each input format (see :func:`ingest`).
@@ -244,6 +245,7 @@ def ingest(
         existing = existing_corpus(corpus_dir(root))
 
     label_map = read_labels(labels, encoding=encoding) if labels is not None else None  # checked before any work
+    choose_engine(Work(input_bytes=total_bytes(inputs)))
     with staged_output(corpus_dir(root), root=root, overwrite=overwrite or append) as tmp:
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)

@@ -34,7 +34,7 @@ from jsmf_dask.parameters import parameter
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output, write_file
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_array
-from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_vocabulary, vocabulary_hash
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_validation_fraction, zarr_store
 from jsmf_dask.kernels.metrics import topic_changes
@@ -46,6 +46,7 @@ from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
 from jsmf_dask.stages.refine import METHODS, SweepParams, finish_tasks, gamma_dir, sweep_tasks
+from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line", "METHODS"]
 
@@ -215,6 +216,7 @@ def refine(
         )
     k = B0.shape[1]
     blocks = list_blocks(corpus)
+    choose_engine(Work(tokens=corpus_tokens(corpus)))
     n_rows = sum(b.n_rows for b in blocks)
     alpha_vec = moment_alpha(A0) if alpha == "auto" else np.full(k, float(alpha))
     eta_now = 0.01 if eta == "auto" else float(eta)

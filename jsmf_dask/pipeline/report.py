@@ -18,11 +18,12 @@ import os
 import numpy as np
 
 from jsmf_dask import _progress
+from jsmf_dask.cluster import Work, choose_engine
 from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model, stored_rectified
-from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, read_vocabulary
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence
 from jsmf_dask.kernels.law import law_coordinates, principal_coordinates
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence
@@ -146,6 +147,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     base = _pick(models, baseline, "none", k)
     fs, mpath = get_fs(metrics_path(root))
     metrics = read_metrics(root) if fs.exists(mpath) else None
+    choose_engine(Work(tokens=corpus_tokens(corpus_dir(root))))
     if metrics is None or set(metrics["models"]) != set(names):
         metrics = evaluate(root)
     words = display_words(corpus_dir(root), read_vocabulary(corpus_dir(root)).column("word").to_pylist())

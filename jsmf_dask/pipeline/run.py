@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jsmf_dask.parameters import parameter
+from jsmf_dask.parameters import REFINED_FIT_ITERATIONS, parameter
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
 from jsmf_dask.io.model_store import model_path
@@ -123,11 +123,14 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
         cooc_fp = stage("cooccur", fingerprint("cooccur", params, ingest_fp), join(root, "cooc.zarr"), params,
                         lambda: cooccur(root, overwrite=not params.get("update"), **params).lines())
     fit_fps: dict[str, str] = {}
+    refined = {table["model"] for table in cfg.stage("refine") or []}
     for params in cfg.stage("fit") or []:
         kwargs = {_FIT_KEYS.get(k, k): v for k, v in params.items()}
         compressed = (cfg.stage("cooccur") or {}).get("rank") is not None
         name = kwargs.setdefault("name", default_name(kwargs["n_topics"],
                                                       kwargs.get("rectifier", "enn" if compressed else "ap")))
+        if name in refined:  # refine corrects the topics: the fit needs fewer cycles (REFINED_FIT_ITERATIONS)
+            kwargs.setdefault("iterations", REFINED_FIT_ITERATIONS)
 
         def fit_action(kwargs=kwargs) -> list[str]:
             result = fit(root, overwrite=True, **kwargs)

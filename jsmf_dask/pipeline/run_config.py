@@ -3,7 +3,7 @@
 A config names the run root and cluster, then one table per stage::
 
     root = "runs/nips"                 # local path or fsspec URL (relative: to the config's folder)
-    scheduler = "tcp://host:8786"      # optional; default: the embedded LocalCluster
+    scheduler = "tcp://host:8786"      # optional: an address, local, threads or synchronous; default: auto (by size)
     workers = 2                        # optional, LocalCluster only
 
     [ingest]
@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from jsmf_dask._validation import name_problem
-from jsmf_dask.parameters import stage_parameters
+from jsmf_dask.parameters import TOPICS_VOCAB_SIZE, stage_parameters
 from jsmf_dask.exceptions import JSMFError
 
-__all__ = ["ConfigError", "RunConfig", "load_run_config", "STAGES"]
+__all__ = ["ConfigError", "RunConfig", "load_run_config", "topics_config", "STAGES"]
 
 STAGES = ("ingest", "cooccur", "fit", "refine", "evaluate", "report", "infer")
 _LISTS = ("fit", "refine")  # stages given as arrays of tables, one per model
@@ -175,3 +175,27 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
         raise ConfigError(f"{path}: key 'workers' must be >= 1; got {top['workers']}")
     return RunConfig(str(path), _resolve(base, top["root"]), top.get("scheduler"), top.get("workers"),
                      top.get("memory_limit"), stages)
+
+
+def topics_config(inputs: list[str], root: str, n_topics: int, *, ingest: dict | None = None,
+                  heldout: float | None = None, validation: float = 0.05, iterations: int | None = None,
+                  scheduler: str | None = None, workers: int | None = None,
+                  memory_limit: str | None = None) -> RunConfig:
+    """The run of ``jsmf topics``: ingest → cooccur → fit (AP) → refine (the default CVB0), on one root.
+
+    The same stages and stores as the four commands (and as a config file with
+    these tables), so it resumes like ``jsmf run``: a stage whose inputs and
+    parameters are unchanged is skipped. The vocabulary keeps
+    :data:`~jsmf_dask.parameters.TOPICS_VOCAB_SIZE` words unless ``ingest``
+    says otherwise; ``validation`` (5%) of the documents stop refine when they
+    stop improving; the fit runs the cycles of a fit refine follows.
+    """
+    tables: dict[str, Any] = {
+        "ingest": {"vocab_size": TOPICS_VOCAB_SIZE, **(ingest or {}), "inputs": [os.fspath(u) for u in inputs]},
+        "cooccur": {"validation": validation, **({"heldout": heldout} if heldout else {})},
+        "fit": [{"topics": n_topics, **({"iterations": iterations} if iterations else {})}],
+        "refine": [{"model": f"k{n_topics}-ap"}],
+    }
+    for name in ("ingest", "cooccur"):
+        _check(f"jsmf topics: [{name}]", tables[name], _SPECS[name])
+    return RunConfig("jsmf topics", os.fspath(root), scheduler, workers, memory_limit, tables)
