@@ -39,11 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=float, default=0.1, help="fraction of papers held out for perplexity")
     parser.add_argument("--validation", type=float, default=0.05,
                         help="fraction of papers refine scores each sweep to decide when to stop")
-    parser.add_argument("--scheduler", help="Dask scheduler address (default: a LocalCluster)")
+    parser.add_argument("--scheduler", help="a Dask scheduler address, local, threads or synchronous (default: "
+                        "auto, by the corpus's size)")
     args = parser.parse_args(argv)
     logging.getLogger("distributed").setLevel(logging.WARNING)
     t0 = time.perf_counter()
-    with connect(args.scheduler, on_dashboard=lambda link: print(f"dask dashboard: {link}")):
+    with connect(args.scheduler, on_dashboard=lambda link: print(f"dask dashboard: {link}"), on_engine=print):
         print(f"== ingest {NIPS.name} (raw text, vocabulary of {args.vocab_size} words by tf-idf)")
         ingested = ingest(args.root, [str(NIPS)], vocab_size=args.vocab_size, row_group_size=500,
                           encoding="latin-1", overwrite=True)  # OCR text: see its README
