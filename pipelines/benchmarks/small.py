@@ -1,7 +1,7 @@
 """Small and medium corpora end to end against Gibbs sampling: per stage, per route, per engine.
 
 For each corpus, the README's four commands (``ingest --vocab-size 5000``,
-``cooccur --validation 0.05``, ``fit --topics K --iterations 20``,
+``cooccur --validation 0.05``, ``fit --topics K --iterations 50``,
 ``refine``), each a fresh ``jsmf`` process as a user types them; the
 one-command route ``jsmf topics`` (one process); and the Python API in this
 process (``connect()`` around the four functions). Every route runs on the
@@ -130,7 +130,7 @@ def _engine_line(err: str) -> str:
 def four_commands(root: str, inputs, flags, k: int, env: dict, scheduler: list[str]) -> dict:
     steps = {"ingest": ["ingest", root, *inputs, "--vocab-size", "5000", *flags, "--overwrite"],
              "cooccur": ["cooccur", root, "--validation", "0.05", "--overwrite"],
-             "fit": ["fit", root, "--topics", str(k), "--iterations", "20", "--overwrite"],
+             "fit": ["fit", root, "--topics", str(k), "--iterations", "50", "--overwrite"],
              "refine": ["refine", root, "--model", f"k{k}-ap", "--overwrite"]}
     row: dict = {"peak": 0, "engine": set()}
     for stage, argv in steps.items():
@@ -138,7 +138,7 @@ def four_commands(root: str, inputs, flags, k: int, env: dict, scheduler: list[s
         row[stage] = seconds
         row["peak"] = max(row["peak"], peak)
         row["engine"].add(_engine_line(err))
-    row["engine"] = "/".join(sorted(e for e in row["engine"] if e)) or scheduler[-1] if scheduler else ""
+    row["engine"] = "/".join(sorted(e for e in row["engine"] if e)) or (scheduler[-1] if scheduler else "")
     return row
 
 
@@ -166,7 +166,7 @@ def python_api(root: str, inputs, flags, k: int, engine: str | None) -> dict:
             connect(engine, dashboard=False, on_engine=lines.append):
         for stage, call in (("ingest", lambda: ingest(root, inputs, overwrite=True, **kwargs)),
                             ("cooccur", lambda: cooccur(root, validation=0.05, overwrite=True)),
-                            ("fit", lambda: fit(root, n_topics=k, iterations=20, overwrite=True)),
+                            ("fit", lambda: fit(root, n_topics=k, iterations=50, overwrite=True)),
                             ("refine", lambda: refine(root, model=f"k{k}-ap", overwrite=True))):
             t0 = time.perf_counter()
             call()
