@@ -23,45 +23,22 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines.benchmarks.quality import BASKETS, REPO, SYNTHETIC, _ingest_kwargs, _write_baskets
+from pipelines.benchmarks.quality import BASKETS, REPO, SYNTHETIC, _ingest_kwargs, ingest_corpus
 
 DEFAULT_CYCLES = "ap:150,ap:50,ap:20,ap:10,ap:5,ap:2,enn:150,enn:20"
-
-
-def _prepare(name: str, root: str, args):
-    """Ingest (or draw) the corpus and compute C; returns the true B of synthetic corpora (else None)."""
-    from jsmf_dask import cooccur, ingest, synth
-    from jsmf_dask.io.parquet import read_vocabulary
-    from jsmf_dask.pipeline.synth import read_truth
-
-    truth = None
-    if name in SYNTHETIC:
-        m, n, k = SYNTHETIC[name]
-        synth(root, n_docs=m, n_words=n, n_topics=k, doc_length=200, seed=1, topics_from="dirichlet",
-              overwrite=True)
-        truth = read_truth(root)["B"]
-    elif name in BASKETS:
-        path = Path(args.out) / f"{name}.txt"
-        drawn = _write_baskets(path, BASKETS[name])
-        ingest(root, [str(path)], format="baskets", overwrite=True)
-        items = [int(w.removeprefix("item")) for w in read_vocabulary(f"{root}/corpus").column("word").to_pylist()]
-        truth = drawn[items] / drawn[items].sum(axis=0)
-    else:
-        ingest(root, overwrite=True, **_ingest_kwargs(name, Path(args.data)))
-    cooccur(root, heldout=0.1, validation=0.05, overwrite=True)
-    return truth
 
 
 def run_corpus(name: str, k: int, variants: list[tuple[str, int]], args) -> list[dict]:
     import dask
 
-    from jsmf_dask import evaluate, fit, open_model, refine
+    from jsmf_dask import cooccur, evaluate, fit, open_model, refine
     from pipelines.benchmarks.fit import matched_l1
 
     root = str(Path(args.out) / f"cycles-{name}")
     rows = []
     with dask.config.set({"scheduler": "threads", "jsmf.progress": False}):
-        truth = _prepare(name, root, args)
+        truth = ingest_corpus(name, root, Path(args.out), Path(args.data))
+        cooccur(root, heldout=0.1, validation=0.05, overwrite=True)
         for rectifier, cycles in variants:
             label = f"k{k}-{rectifier}{cycles}"
             t0 = time.perf_counter()

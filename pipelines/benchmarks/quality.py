@@ -86,6 +86,26 @@ def _write_baskets(path: Path, spec: tuple) -> np.ndarray:
     return B
 
 
+def ingest_corpus(name: str, root: str, out: Path, data: Path):
+    """Ingest (or draw) corpus ``name`` into ``root``; returns the true B of synthetic corpora (else None)."""
+    from jsmf_dask import ingest, synth
+    from jsmf_dask.io.parquet import read_vocabulary
+    from jsmf_dask.pipeline.synth import read_truth
+
+    if name in SYNTHETIC:
+        m, n, k = SYNTHETIC[name]
+        synth(root, n_docs=m, n_words=n, n_topics=k, doc_length=200, seed=1, topics_from="dirichlet", overwrite=True)
+        return read_truth(root)["B"]
+    if name in BASKETS:
+        path = out / f"{name}.txt"
+        drawn = _write_baskets(path, BASKETS[name])
+        ingest(root, [str(path)], format="baskets", overwrite=True)
+        items = [int(w.removeprefix("item")) for w in read_vocabulary(f"{root}/corpus").column("word").to_pylist()]
+        return drawn[items] / drawn[items].sum(axis=0)  # the items seen, renormalised
+    ingest(root, overwrite=True, **_ingest_kwargs(name, data))
+    return None
+
+
 def _store_peer(root: str, name: str, B: np.ndarray, alpha: np.ndarray, heldout: float) -> None:
     """A peer's topics as a model of the root, so that ``evaluate`` scores it with the same code."""
     import zarr
@@ -127,10 +147,9 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
     """Every method at every K on one corpus; returns the rows."""
     import dask
 
-    from jsmf_dask import cooccur, evaluate, fit, ingest, synth
+    from jsmf_dask import cooccur, evaluate, fit
     from jsmf_dask.pipeline.gibbs import fit_gibbs
     from jsmf_dask.pipeline.refine import refine
-    from jsmf_dask.pipeline.synth import read_truth
     from pipelines.benchmarks.fit import matched_l1
 
     root = str(Path(args.out) / f"quality-{name}")
@@ -141,21 +160,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
             seconds: dict[str, list[float]] = {}
             for run in range(args.runs):
                 t0 = time.perf_counter()
-                if name in SYNTHETIC:
-                    m, n, kk = SYNTHETIC[name]
-                    synth(root, n_docs=m, n_words=n, n_topics=kk, doc_length=200, seed=1, topics_from="dirichlet",
-                          overwrite=True)
-                    truth = read_truth(root)["B"]
-                elif name in BASKETS:
-                    path = Path(args.out) / f"{name}.txt"
-                    drawn = _write_baskets(path, BASKETS[name])
-                    ingest(root, [str(path)], format="baskets", overwrite=True)
-                    from jsmf_dask.io.parquet import read_vocabulary
-                    items = [int(w.removeprefix("item")) for w in read_vocabulary(f"{root}/corpus").column("word")
-                             .to_pylist()]
-                    truth = drawn[items] / drawn[items].sum(axis=0)  # the items seen, renormalised
-                else:
-                    ingest(root, overwrite=True, **_ingest_kwargs(name, Path(args.data)))
+                truth = ingest_corpus(name, root, Path(args.out), Path(args.data))
                 seconds.setdefault("ingest", []).append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 cooccur(root, heldout=0.1, validation=0.05, overwrite=True)
