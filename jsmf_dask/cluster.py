@@ -27,13 +27,11 @@ import psutil
 
 from jsmf_dask.exceptions import ClusterError
 
-__all__ = ["LOCAL_SCHEDULERS", "ENGINES", "Work", "choose_engine", "connect", "start_pending_cluster",
+__all__ = ["LOCAL_SCHEDULERS", "Work", "choose_engine", "connect", "start_pending_cluster",
            "pending_worker_memory", "THREADS_MAX_TOKENS", "THREADS_MAX_INPUT_BYTES"]
 
 #: Addresses that select one of dask's single-machine schedulers instead of a cluster.
 LOCAL_SCHEDULERS = ("synchronous", "threads")
-#: What ``scheduler`` may name besides an address: the automatic choice, the LocalCluster, the local schedulers.
-ENGINES = ("auto", "local", *LOCAL_SCHEDULERS)
 
 #: Work below both limits runs on threads in this process; above either, on the LocalCluster. Measured
 #: by ``pipelines/benchmarks/small.py`` (the crossover of the two engines, stage by stage: see its README).
