@@ -13,7 +13,8 @@ The stages of Lee, Bindel & Mimno (NIPS 2015), out of core:
   sweeps against the Baseline, DC and Gibbs, and the HTML report
   (``<root>/report``);
 - :func:`infer` / :meth:`RectifiedAnchorWords.transform`: each document's topic
-  composition (``<root>/doc_topics.parquet``);
+  composition (``<root>/doc_topics.parquet``); :func:`load_model` reads a model
+  back (saved by :meth:`RectifiedAnchorWords.save`, or by name from a run root);
 - :func:`synth`: a corpus drawn from known ``B`` and ``A``.
 
 For a ``C`` held in memory, :func:`rectify`, :func:`find_anchors` and
@@ -34,7 +35,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 #: public name → the module that defines it. Imported on first use (PEP 562), so that ``import
 #: jsmf_dask`` and the ``jsmf`` command's argument errors and ``--help`` do not load numpy, dask or zarr.
 _HOMES = {
-    "RectifiedAnchorWords": "jsmf_dask._estimator",
+    "RectifiedAnchorWords": "jsmf_dask.estimator.model",
+    "load_model": "jsmf_dask.estimator.stored",
     "rectify": "jsmf_dask.kernels.factorize",
     "find_anchors": "jsmf_dask.kernels.factorize",
     "recover": "jsmf_dask.kernels.factorize",
@@ -57,6 +59,7 @@ _HOMES = {
 
 __all__ = [
     "RectifiedAnchorWords",
+    "load_model",
     "rectify",
     "find_anchors",
     "recover",
@@ -79,7 +82,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from jsmf_dask._estimator import RectifiedAnchorWords
+    from jsmf_dask.estimator.model import RectifiedAnchorWords
+    from jsmf_dask.estimator.stored import load_model
     from jsmf_dask.io.model_store import open_model
     from jsmf_dask.io.zarr_store import open_cooccurrence
     from jsmf_dask.kernels.factorize import find_anchors, recover, rectify

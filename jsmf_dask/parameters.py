@@ -178,7 +178,7 @@ PARAMETERS: tuple[Parameter, ...] = (
               low=0.0, low_open=True, metavar="T"),
     # ------------------------------------------------------------------ fit
     Parameter("fit", "n_topics", "int", None, "number of topics", low=2, flag="--topics", metavar="K",
-              required=True, estimator="n_topics"),
+              required=True, estimator="n_components"),
     Parameter("fit", "rectifier", "choice", None,
               "ap: alternating projection; dc: diagonal completion; enn: epsilon-non-negative rectification and "
               "low-rank anchors in O(N*K) memory; none: the Baseline", choices=("ap", "dc", "enn", "none"),
@@ -210,7 +210,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     # ------------------------------------------------------------------ refine
     Parameter("refine", "method", "choice", "cvb0",
               "cvb0: collapsed variational Bayes, zero order; vb: variational Bayes (chosen by measurement: see "
-              "the README)", choices=("cvb0", "vb")),
+              "the README)", choices=("cvb0", "vb"), estimator="refine"),
     Parameter("refine", "sweeps", "int", 50, "passes over the corpus at most (tol or the validation documents "
               "usually stop it earlier)", low=1, metavar="S", estimator="refine_sweeps"),
     Parameter("refine", "tol", "float", 1e-4,
@@ -218,10 +218,11 @@ PARAMETERS: tuple[Parameter, ...] = (
               low_open=True, metavar="T", nullable=True),
     Parameter("refine", "alpha", "prior", "auto",
               "document-topic prior: a symmetric value, or auto (asymmetric, one value per topic, learned by "
-              "Minka's fixed point between sweeps)", low=0.0, low_open=True, metavar="auto|FLOAT"),
+              "Minka's fixed point between sweeps)", low=0.0, low_open=True, metavar="auto|FLOAT",
+              estimator="doc_topic_prior"),
     Parameter("refine", "eta", "prior", 0.05,
               "topic-word prior: a symmetric value, or auto (learned by Minka's fixed point)", low=0.0,
-              low_open=True, metavar="auto|FLOAT"),
+              low_open=True, metavar="auto|FLOAT", estimator="topic_word_prior"),
     Parameter("refine", "inner_iterations", "int", 3, "updates per document and sweep at most", low=1, metavar="I"),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "

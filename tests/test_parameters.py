@@ -12,7 +12,7 @@ from jsmf_dask import RectifiedAnchorWords, cooccur, fit, ingest, refine
 from jsmf_dask.cli_parser import build_parser
 from jsmf_dask.config import _DEFAULTS
 from jsmf_dask.exceptions import InvalidParameterError
-from jsmf_dask.parameters import PARAMETERS, parameter, stage_parameters
+from jsmf_dask.parameters import REFINED_FIT_ITERATIONS, PARAMETERS, parameter, stage_parameters
 from jsmf_dask.pipeline.run_config import _SPECS
 
 FUNCTIONS = {"ingest": ingest, "cooccur": cooccur, "fit": fit, "refine": refine}
@@ -53,16 +53,17 @@ def test_the_estimator_parameters_are_the_tables():
     for entry in mapped:
         default = signature[entry.estimator].default
         if entry.required:
-            continue  # n_topics: the estimator gives it a default, scikit-learn's way
-        if entry.estimator == "refine_sweeps":  # None: refine's own default; 0: no refinement
-            assert default is None
+            continue  # n_components: the estimator gives it a default, scikit-learn's way
+        if entry.estimator == "max_iter":  # None: the table's 150, or 50 where refinement follows
+            assert default is None and RectifiedAnchorWords(refine=None)._cycles == entry.default
+            assert RectifiedAnchorWords()._cycles == REFINED_FIT_ITERATIONS
             continue
         assert default == entry.default, entry.estimator
     # and the estimator checks its values against the table: the table's message, the estimator's name
     with pytest.raises(InvalidParameterError, match=r"The 'max_iter' parameter of RectifiedAnchorWords must be"):
-        RectifiedAnchorWords(max_iter=0).fit_cooccurrence(__import__("numpy").eye(5))
+        RectifiedAnchorWords(2, max_iter=0, refine=None).fit_cooccurrence(__import__("numpy").eye(5))
     with pytest.raises(InvalidParameterError, match=r"'solver' parameter of RectifiedAnchorWords must be"):
-        RectifiedAnchorWords(solver="magic").fit_cooccurrence(__import__("numpy").eye(5))
+        RectifiedAnchorWords(solver="magic", refine=None).fit_cooccurrence(__import__("numpy").eye(5))
 
 
 def test_run_configs_take_the_tables_keys():

@@ -244,12 +244,12 @@ def test_infer_recovers_document_mixtures(fitted_root):
 
 
 def test_transform_returns_the_topic_of_a_pure_document(fitted_root):
-    model = RectifiedAnchorWords(n_topics=5, max_iter=30, min_anchor_df=0).fit(fitted_root, name="k5-est")
+    model = RectifiedAnchorWords(n_components=5, max_iter=30, min_anchor_df=0).fit_root(fitted_root, name="k5-est")
     docs = model.components_ * 500
     theta = model.transform(docs)
     assert (theta.argmax(axis=1) == np.arange(5)).all()
     assert theta.max(axis=1).min() > 0.99
-    with pytest.raises(ValueError, match="one column per word"):
+    with pytest.raises(ValueError, match="X has 7 features, but RectifiedAnchorWords is expecting 250 features"):
         model.transform(np.ones((2, 7)))
 
 

@@ -13,7 +13,7 @@ import pytest
 import zarr
 
 from jsmf_dask import RectifiedAnchorWords, cooccur, find_anchors, fit, open_cooccurrence, open_model, recover, rectify, synth
-from jsmf_dask.exceptions import InvalidParameterError, NotFittedError, StoreError
+from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from tests.conftest import listing
 
 
@@ -29,7 +29,7 @@ def synthetic_root(tmp_path_factory):
 
 
 def test_estimator_equals_the_public_functions(synthetic_root):
-    model = RectifiedAnchorWords(n_topics=5, max_iter=40, refine_sweeps=0).fit(synthetic_root, overwrite=True)
+    model = RectifiedAnchorWords(n_components=5, max_iter=40, refine=None).fit_root(synthetic_root, overwrite=True)
     store = open_cooccurrence(f"{synthetic_root}/cooc.zarr")
     from threadpoolctl import threadpool_limits
 
@@ -56,14 +56,15 @@ def test_estimator_with_enn_equals_the_pipeline_and_the_kernels(synthetic_root):
     from jsmf_dask.kernels.law import law_anchors, law_coordinates
     from jsmf_dask.kernels.eigen import top_eigenpairs
 
-    model = RectifiedAnchorWords(n_topics=5, rectifier="enn", max_iter=20, refine_sweeps=0).fit(
+    model = RectifiedAnchorWords(n_components=5, rectifier="enn", max_iter=20, refine=None).fit_root(
         synthetic_root, name="est-enn", overwrite=True)
     stored = open_model(str(synthetic_root), "est-enn")
     assert stored.attrs["path"]["chosen"] == "low-rank"
     np.testing.assert_allclose(model.components_, stored.arrays["B"].T, atol=1e-15)
     C = open_cooccurrence(f"{synthetic_root}/cooc.zarr").C[:]
     doc_freq = open_cooccurrence(f"{synthetic_root}/cooc.zarr").D1[:]
-    memory = RectifiedAnchorWords(n_topics=5, rectifier="enn", max_iter=20, min_anchor_df=10).fit_cooccurrence(
+    memory = RectifiedAnchorWords(n_components=5, rectifier="enn", max_iter=20, min_anchor_df=10,
+                                  refine=None).fit_cooccurrence(
         C, doc_freq)
     np.testing.assert_array_equal(np.sort(memory.anchors_), np.sort(model.anchors_))
     np.testing.assert_allclose(memory.components_, model.components_, rtol=0, atol=1e-7)  # eigensolver tolerance
@@ -80,13 +81,14 @@ def test_estimator_with_enn_equals_the_pipeline_and_the_kernels(synthetic_root):
     np.testing.assert_allclose(memory.topic_topic_, rec.A, rtol=0, atol=1e-12)
     assert memory.n_iter_ == n_iter and list(memory.rectification_history_["relative_change"]) == trace.relative_change
     with pytest.raises(InvalidParameterError, match="rectifier='enn' always ends with its non-negativity"):
-        RectifiedAnchorWords(n_topics=5, rectifier="enn", end_with="psd").fit_cooccurrence(C)
+        RectifiedAnchorWords(n_components=5, rectifier="enn", end_with="psd", refine=None).fit_cooccurrence(C)
 
 
 def test_estimator_refines_by_default_and_stores_both_models(synthetic_root):
     from jsmf_dask.pipeline.refine import refine
 
-    model = RectifiedAnchorWords(n_topics=5, max_iter=40).fit(synthetic_root, name="est", overwrite=True)
+    model = RectifiedAnchorWords(n_components=5, max_iter=40, validation_fraction=0).fit_root(
+        synthetic_root, name="est", overwrite=True)
     spectral = open_model(str(synthetic_root), "est")
     refined = open_model(str(synthetic_root), "est-cvb0")
     np.testing.assert_allclose(model.spectral_components_, spectral.arrays["B"].T, atol=1e-15)
@@ -96,8 +98,8 @@ def test_estimator_refines_by_default_and_stores_both_models(synthetic_root):
     # the same as the refine function with the configured default number of sweeps
     again = refine(str(synthetic_root), model="est", name="again")
     np.testing.assert_allclose(model.components_, again.B.T, atol=1e-12)
-    with pytest.raises(InvalidParameterError, match="refine_sweeps=2 needs the documents"):
-        RectifiedAnchorWords(n_topics=2, refine_sweeps=2).fit_cooccurrence(np.ones((4, 4)))
+    with pytest.raises(InvalidParameterError, match="refine='cvb0' needs the documents"):
+        RectifiedAnchorWords(n_components=2).fit_cooccurrence(np.ones((4, 4)))
 
 
 def test_in_task_and_tiled_paths_agree(synthetic_root):
@@ -136,16 +138,18 @@ def test_model_store_and_topics_file(synthetic_root):
 
 
 def test_estimator_params_and_not_fitted():
-    model = RectifiedAnchorWords(7, rectifier="dc", tol=1e-3)
-    assert model.get_params()["n_topics"] == 7 and model.get_params()["rectifier"] == "dc"
-    assert repr(model) == "RectifiedAnchorWords(n_topics=7, rectifier='dc', tol=0.001)"
-    with pytest.raises(NotFittedError, match="not fitted yet"):
+    from sklearn.exceptions import NotFittedError as SklearnNotFitted
+
+    model = RectifiedAnchorWords(7, rectifier="dc", tol=1e-3, refine=None)
+    assert model.get_params()["n_components"] == 7 and model.get_params()["rectifier"] == "dc"
+    assert repr(model) == "RectifiedAnchorWords(n_components=7, rectifier='dc', refine=None, tol=0.001)"
+    with pytest.raises(SklearnNotFitted, match="not fitted yet"):
         model.top_words()
     model.set_params(rectifier="AP")
     with pytest.raises(InvalidParameterError,
                        match=r"The 'rectifier' parameter of RectifiedAnchorWords must be a str among \{'ap', 'dc', 'enn', 'none'\}\. Got 'AP' instead\."):
         model.fit_cooccurrence(np.eye(10) / 10)
-    with pytest.raises(InvalidParameterError, match="Invalid parameter 'k'"):
+    with pytest.raises(ValueError, match="Invalid parameter 'k'"):
         model.set_params(k=3)
 
 
@@ -367,7 +371,7 @@ def test_the_in_memory_fit_takes_blas_threads_by_the_vocabulary(monkeypatch):
     default threads it took 10.4 s instead of 2.4 s on the NIPS papers' C (N = 3,000, K = 20)."""
     from threadpoolctl import threadpool_info
 
-    import jsmf_dask._estimator as estimator
+    import jsmf_dask.estimator.model as estimator
     from jsmf_dask import RectifiedAnchorWords
 
     seen = []
@@ -381,5 +385,5 @@ def test_the_in_memory_fit_takes_blas_threads_by_the_vocabulary(monkeypatch):
     rng = np.random.default_rng(0)
     X = rng.poisson(1.0, size=(300, 40)).astype(float)
     C = X.T @ X - np.diag(X.sum(axis=0))
-    RectifiedAnchorWords(n_topics=3, min_anchor_df=0, max_iter=3).fit_cooccurrence(C / C.sum())
+    RectifiedAnchorWords(n_components=3, min_anchor_df=0, max_iter=3, refine=None).fit_cooccurrence(C / C.sum())
     assert seen and set(seen) == {1}

@@ -1,0 +1,104 @@
+"""A saved estimator (``RectifiedAnchorWords.save``): one directory, a Zarr v3 group and its vocabulary.
+
+Layout of ``<path>/``: ``arrays.zarr``, a group of arrays (``B`` N×K, ``A``, ``anchors`` and
+whatever else the estimator keeps: ``alpha``, ``spectral_B``, …; nested names
+such as ``trace/refine/seconds`` are subgroups), its attrs (``kind`` =
+:data:`SAVED_MODEL_KIND`, ``schema_version``, the estimator's parameters and
+fitted scalars, the library versions) and ``vocab.parquet`` (``word_id``,
+``word``: the columns the model was fitted on, in order). Written into a
+staging directory and renamed into place, so a reader sees all of it or none.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zarr
+
+from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.fs import check_committed, get_fs, join, staged_output
+from jsmf_dask.io.model_store import write_arrays
+from jsmf_dask.io.provenance import library_versions
+from jsmf_dask.io.schema import SCHEMA_VERSION
+from jsmf_dask.io.zarr_store import zarr_store
+
+__all__ = ["SAVED_MODEL_KIND", "is_saved_model", "write_saved_model", "read_saved_model"]
+
+SAVED_MODEL_KIND = "jsmf_dask.RectifiedAnchorWords"
+_ARRAYS = "arrays.zarr"
+_VOCAB = "vocab.parquet"
+
+
+def is_saved_model(url: str) -> bool:
+    """Whether ``url`` holds a saved estimator (its group's ``kind`` attribute)."""
+    fs, path = get_fs(join(url, _ARRAYS, "zarr.json"))
+    if not fs.exists(path):
+        return False
+    group = zarr.open_group(zarr_store(join(url, _ARRAYS), read_only=True), mode="r")
+    return group.attrs.get("kind") == SAVED_MODEL_KIND
+
+
+def write_saved_model(url: str, arrays: dict[str, np.ndarray], attrs: dict[str, Any], words: list[str], *,
+                      overwrite: bool = False) -> str:
+    """Write a saved estimator at ``url`` (a directory; its parent is created if missing).
+
+    Raises
+    ------
+    StoreError
+        If ``url`` exists and ``overwrite`` is False.
+    """
+    url = os.fspath(url).rstrip("/")
+    parent = url.rsplit("/", 1)[0] if "/" in url else "."
+    fs, path = get_fs(parent)
+    fs.makedirs(path, exist_ok=True)
+    with staged_output(url, root=parent, overwrite=overwrite) as tmp:
+        group_url = join(tmp, _ARRAYS)
+        zarr.open_group(zarr_store(group_url), mode="w", zarr_format=3)
+        write_arrays(group_url, arrays)
+        full = {"kind": SAVED_MODEL_KIND, "schema_version": SCHEMA_VERSION, **attrs,
+                "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "versions": library_versions()}
+        zarr.open_group(zarr_store(group_url), mode="r+").attrs.update(full)
+        table = pa.table({"word_id": pa.array(np.arange(len(words), dtype=np.int32)),
+                          "word": pa.array(words, pa.string())})
+        vfs, vpath = get_fs(join(tmp, _VOCAB))
+        with vfs.open(vpath, "wb") as f:
+            pq.write_table(table, f)
+    return url
+
+
+def read_saved_model(url: str) -> tuple[dict[str, np.ndarray], dict[str, Any], list[str]]:
+    """``(arrays, attrs, words)`` of the saved estimator at ``url`` (nested arrays by their path).
+
+    Raises
+    ------
+    StoreError
+        If it is missing, incomplete, of another kind or another schema version.
+    """
+    url = os.fspath(url).rstrip("/")
+    if not is_saved_model(url):
+        raise StoreError(f"{url}: not a saved RectifiedAnchorWords (RectifiedAnchorWords.save writes one)")
+    check_committed(url)
+    group = zarr.open_group(zarr_store(join(url, _ARRAYS), read_only=True), mode="r")
+    attrs = dict(group.attrs)
+    if attrs.get("schema_version") != SCHEMA_VERSION:
+        raise StoreError(f"{url}: attribute 'schema_version' is {attrs.get('schema_version')!r}; "
+                         f"expected {SCHEMA_VERSION}")
+    arrays = _nested(group)
+    fs, path = get_fs(join(url, _VOCAB))
+    if not fs.exists(path):
+        raise StoreError(f"{url}: {_VOCAB} is missing; the saved model is incomplete")
+    with fs.open(path, "rb") as f:
+        words = pq.read_table(f).column("word").to_pylist()
+    return arrays, attrs, words
+
+
+def _nested(group: zarr.Group) -> dict[str, np.ndarray]:
+    found = {path: array[...] for path, array in group.arrays()}
+    for sub_path, sub in group.groups():
+        found |= {f"{sub_path}/{k}": v for k, v in _nested(sub).items()}
+    return found
