@@ -14,7 +14,6 @@ __all__ = [
     "StoreError",
     "ClusterError",
     "InsufficientMemoryError",
-    "NotFittedError",
     "ConvergenceWarning",
 ]
 
@@ -71,10 +70,6 @@ class ClusterError(JSMFError):
 
 class InsufficientMemoryError(JSMFError, MemoryError):
     """A step needs more memory than the worker running it may use (the message gives both figures)."""
-
-
-class NotFittedError(JSMFError, AttributeError):
-    """An estimator was used before ``fit``."""
 
 
 class ConvergenceWarning(UserWarning):

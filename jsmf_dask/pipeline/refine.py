@@ -381,8 +381,10 @@ def _stopped_improving(curve: list[float]) -> bool:
 
 def _worse_than_start(start: float, final: float, model: str, method: str, which: str) -> str | None:
     """The warning to give when the refined topics' held-out (else validation) perplexity ends above the
-    source model's. No choice of the fit depends on the held-out comparison, so those documents stay unseen."""
-    if math.isnan(start) or math.isnan(final) or final <= start:
+    source model's by more than the stopping rule's resolution (:data:`IMPROVEMENT`, relative: a smaller change
+    is no measured difference). No choice of the fit depends on the held-out comparison, so those documents stay
+    unseen."""
+    if math.isnan(start) or math.isnan(final) or final <= start * (1 + IMPROVEMENT):
         return None
     return (f"refine ({method}) ended with {which} perplexity {final:.1f}, above {start:.1f} of the topics of "
             f"{model!r} it started from: the refined model is worse on unseen documents; try alpha='auto', "

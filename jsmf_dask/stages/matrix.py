@@ -37,7 +37,7 @@ def count_rows(block, first_row: int) -> sps.csr_array:
     if bad.any():
         at = int(np.flatnonzero(bad)[0])
         row = int(np.searchsorted(X.indptr, at, side="right") - 1)
-        raise InputError(f"X: row {first_row + row}, column {int(X.indices[at])}: {values[at]!r}; "
+        raise InputError(f"X: row {first_row + row}, column {int(X.indices[at])}: {values[at].item()!r}; "
                          f"counts must be {what}")
     X = sps.csr_array(X, dtype=np.int64)
     X.eliminate_zeros()
