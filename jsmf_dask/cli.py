@@ -182,6 +182,13 @@ def _run_report(args: argparse.Namespace) -> list[str]:
     return lines
 
 
+def _run_transform(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.transform import transform
+
+    return transform(args.root, args.inputs, output=args.output, model=args.model, format=args.format,
+                     overwrite=args.overwrite).lines()
+
+
 def _run_infer(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.pipeline.infer import infer
 
@@ -221,7 +228,7 @@ def _run_topics(args: argparse.Namespace) -> list[str]:
 _COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "refine": _run_refine,
              "synth": _run_synth,
              "evaluate": _run_evaluate, "compare": _run_compare, "report": _run_report, "infer": _run_infer,
-             "run": _run_run, "topics": _run_topics}
+             "transform": _run_transform, "run": _run_run, "topics": _run_topics}
 _LOCAL_ONLY = {"synth"}
 
 
@@ -252,7 +259,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 #: Commands that read an existing run root (the others create one, or read a config).
-_READS_ROOT = {"cooccur", "fit", "refine", "evaluate", "compare", "report", "infer"}
+_READS_ROOT = {"cooccur", "fit", "refine", "evaluate", "compare", "report", "infer", "transform"}
 
 
 def _missing_local_path(args: argparse.Namespace) -> str | None:
@@ -266,7 +273,7 @@ def _missing_local_path(args: argparse.Namespace) -> str | None:
 
     if args.command in _READS_ROOT and missing(args.root):
         return f"{args.root}: no such run root; `jsmf ingest {args.root} INPUT` creates one"
-    if args.command in ("ingest", "topics"):
+    if args.command in ("ingest", "topics", "transform"):
         for path in (*args.inputs, *(getattr(args, key, None) for key in ("vocab", "doc_ids", "labels"))):
             if path and missing(path):
                 return f"{path}: no such file or directory"

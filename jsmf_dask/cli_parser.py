@@ -32,6 +32,7 @@ EXAMPLES = {
     "compare": "jsmf compare runs/nips --topics 5,10,20 --methods none,ap,ap+cvb0",
     "report": "jsmf report runs/nips --model k20-ap",
     "infer": "jsmf infer runs/nips --model k20-ap-cvb0",
+    "transform": "jsmf transform runs/nips --model k20-ap-cvb0 new-papers/ --output new-topics.parquet",
     "run": "jsmf run pipelines/configs/demo.toml",
     "topics": "jsmf topics pipelines/data/nips12-raw/nipstxt.tar.xz --topics 20 --out runs/nips --encoding latin-1",
     "synth": "jsmf synth runs/synth --docs 20000 --vocab 2000 --topics 20",
@@ -238,6 +239,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_root(p)
     p.add_argument("--model", help="model name (required when ROOT holds several)")
+    _add_cluster_options(p)
+
+    p = _command(
+        sub, "transform",
+        help="topic compositions of new documents under a model -> OUTPUT (the run root is only read)",
+        description="Read new documents in any format ingest reads, tokenised as ROOT's corpus was, map their "
+        "words to the model's vocabulary (others are counted as unknown), and write each document's topic "
+        "weights: a refined model folds it in by its own inference and prior, a spectral model by least "
+        "squares. Writes a directory of Parquet parts (doc_id, n_tokens, n_unknown, topics) atomically.",
+    )
+    _add_root(p)
+    p.add_argument("inputs", metavar="INPUT", nargs="+", help="input files or directories (as for ingest)")
+    p.add_argument("--model", help="model name (required when ROOT holds several)")
+    p.add_argument("--output", required=True, metavar="PATH",
+                   help="directory to write, outside ROOT (part-NNNNN.parquet and _infer.json)")
+    p.add_argument("--format", choices=INPUT_FORMATS,
+                   help="input format (default: the format ROOT's corpus was ingested from)")
     _add_cluster_options(p)
 
     p = _command(

@@ -387,7 +387,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Returns
         -------
         ndarray (a Dask array for a Dask ``X``), shape (n_documents, n_components)
-            Rows on the simplex (uniform for an empty document).
+            Rows on the simplex (for an empty document the prior's mean, uniform for a spectral model).
         """
         if is_dask_array(X):
             check_is_fitted(self, "components_")

@@ -23,6 +23,7 @@ __all__ = [
     "COOCCURRENCE_LAYOUT",
     "MODEL_LAYOUT",
     "DOC_TOPICS_SCHEMA",
+    "NEW_DOC_TOPICS_SCHEMA",
     "doc_topics_schema",
     "check_schema",
     "validate_documents",
@@ -79,11 +80,26 @@ by ``jsmf refine`` for its training documents into
 ``<root>/model.zarr/<name>/doc_topics/part-NNNNN.parquet``."""
 
 
-def doc_topics_schema(n_topics: int) -> pa.Schema:
-    """:data:`DOC_TOPICS_SCHEMA` with ``topics`` as a fixed-size list of ``n_topics`` weights."""
+NEW_DOC_TOPICS_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("n_tokens", pa.int64(), nullable=False),
+        pa.field("n_unknown", pa.int64(), nullable=False),
+        pa.field("topics", pa.list_(pa.field("item", pa.float64(), nullable=False)), nullable=False),
+    ],
+    metadata={"jsmf.schema_version": str(SCHEMA_VERSION)},
+)
+"""``jsmf transform``'s output: :data:`DOC_TOPICS_SCHEMA` for documents outside the corpus, with
+``n_tokens`` the tokens in the model's vocabulary and ``n_unknown`` the tokens that are not."""
+
+
+def doc_topics_schema(n_topics: int, *, new_documents: bool = False) -> pa.Schema:
+    """:data:`DOC_TOPICS_SCHEMA` (``new_documents``: :data:`NEW_DOC_TOPICS_SCHEMA`) with ``topics`` as a
+    fixed-size list of ``n_topics`` weights."""
+    base = NEW_DOC_TOPICS_SCHEMA if new_documents else DOC_TOPICS_SCHEMA
     field = pa.field("topics", pa.list_(pa.field("item", pa.float64(), nullable=False), n_topics), nullable=False)
-    schema = DOC_TOPICS_SCHEMA.set(DOC_TOPICS_SCHEMA.get_field_index("topics"), field)
-    return schema.with_metadata({**DOC_TOPICS_SCHEMA.metadata, b"jsmf.n_topics": str(n_topics).encode()})
+    schema = base.set(base.get_field_index("topics"), field)
+    return schema.with_metadata({**base.metadata, b"jsmf.n_topics": str(n_topics).encode()})
 
 
 COOCCURRENCE_LAYOUT: dict[str, Any] = {
@@ -449,6 +465,13 @@ def published_schemas() -> dict[str, str]:
             "the simplex-constrained least-squares fit of its word distribution by B (exponentiated gradient). "
             "Beside the parts, _infer.json: {model, n_topics, topics}, topics[k] naming column k of topics "
             "('[anchor] three top words', with corpus labels where the corpus has them).",
+        ),
+        "new_doc_topics.schema.json": _schema_json(
+            NEW_DOC_TOPICS_SCHEMA,
+            "jsmf transform's output (a directory of part-NNNNN.parquet, one per block of input documents): one "
+            "row per new document, tokenised by the run's own rules. n_tokens counts its tokens in the model's "
+            "vocabulary, n_unknown those that are not (stop words included); topics as in doc_topics (for a "
+            "document with no known token the model's prior mean: uniform for a spectral model). Beside the parts, _infer.json as for doc_topics.",
         ),
         "cooccurrence.zarr.json": {"schema_version": SCHEMA_VERSION, **COOCCURRENCE_LAYOUT},
         "model.zarr.json": {"schema_version": SCHEMA_VERSION, **MODEL_LAYOUT},

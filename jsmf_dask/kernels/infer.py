@@ -46,7 +46,7 @@ def document_topics(
     Returns
     -------
     ndarray, shape (M, K)
-        Rows on the simplex; documents with no words get uniform weights.
+        Rows on the simplex; a document with no words gets the prior's mean ``α/Σα`` (uniform without ``alpha``).
     """
     X = sps.csr_array(counts, dtype=np.float64)
     length = np.asarray(X.sum(axis=1)).ravel()

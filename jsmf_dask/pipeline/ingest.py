@@ -372,7 +372,11 @@ def ingest(
             )
         remove(scratch, root=root)
         manifest = {"report": asdict(report), "inputs": inputs, "vocab_size": vocab_size,
-                    "row_group_size": row_group_size, "docs_per_shard": docs_per_shard}
+                    "row_group_size": row_group_size, "docs_per_shard": docs_per_shard,
+                    # how documents were read and tokenised: `jsmf transform` reads new ones the same way
+                    "reading": {"format": format, "min_word_length": min_word_length, "text_column": text_column,
+                                "id_column": id_column, "delimiter": delimiter, "encoding": encoding,
+                                "ratings_columns": asdict(ratings_columns)}}
         if existing is not None:  # the first ingest stays the manifest's head; appends are listed after it
             manifest = dict(existing.manifest)
             manifest["appends"] = list(manifest.get("appends", [])) + [
