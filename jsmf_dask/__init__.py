@@ -36,7 +36,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 #: jsmf_dask`` and the ``jsmf`` command's argument errors and ``--help`` do not load numpy, dask or zarr.
 _HOMES = {
     "RectifiedAnchorWords": "jsmf_dask.estimator.model",
-    "load_model": "jsmf_dask.estimator.stored",
+    "load_model": "jsmf_dask.estimator.load",
     "rectify": "jsmf_dask.kernels.factorize",
     "find_anchors": "jsmf_dask.kernels.factorize",
     "recover": "jsmf_dask.kernels.factorize",
@@ -83,7 +83,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from jsmf_dask.estimator.model import RectifiedAnchorWords
-    from jsmf_dask.estimator.stored import load_model
+    from jsmf_dask.estimator.load import load_model
     from jsmf_dask.io.model_store import open_model
     from jsmf_dask.io.zarr_store import open_cooccurrence
     from jsmf_dask.kernels.factorize import find_anchors, recover, rectify

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 from threadpoolctl import threadpool_limits
 
 from jsmf_dask._validation import check_int, check_option
+from jsmf_dask.estimator.stored import fitted_state, save_model
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.fs import get_fs, is_local, join
 from jsmf_dask.kernels.enn import enn_rectify
@@ -255,7 +256,6 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         return self
 
     def _fit_stages(self, root: str, *, name: str | None, overwrite: bool) -> None:
-        from jsmf_dask.estimator.stored import fitted_state
         from jsmf_dask.pipeline.fit import fit as fit_stage
         from jsmf_dask.pipeline.refine import default_refined_name, refine
 
@@ -449,8 +449,6 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         str
             ``path``.
         """
-        from jsmf_dask.estimator.stored import save_model
-
         check_is_fitted(self, "components_")
         return save_model(self, os.fspath(path), overwrite=overwrite)
 

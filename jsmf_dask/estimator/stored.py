@@ -1,4 +1,4 @@
-"""A fitted ``RectifiedAnchorWords`` from and to storage: run-root models, saved models, ``load_model``."""
+"""A fitted ``RectifiedAnchorWords``'s state from and to storage: run-root models and saved models."""
 
 from __future__ import annotations
 
@@ -7,20 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from jsmf_dask._validation import check_name
-from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import get_fs, join
-from jsmf_dask.io.model_store import list_models, open_model
+from jsmf_dask.io.model_store import open_model
 from jsmf_dask.io.parquet import corpus_dir, read_vocabulary
-from jsmf_dask.io.saved_model import is_saved_model, read_saved_model, write_saved_model
+from jsmf_dask.io.saved_model import read_saved_model, write_saved_model
 
-__all__ = ["fitted_state", "save_model", "load_model"]
+__all__ = ["fitted_state", "save_model", "saved_state", "ARRAYS", "TRACES"]
 
 #: The fitted attributes a saved model keeps as arrays (name in the store → attribute).
-_ARRAYS = {"B": "components_", "spectral_B": "spectral_components_", "A": "topic_topic_",
+ARRAYS = {"B": "components_", "spectral_B": "spectral_components_", "A": "topic_topic_",
            "A_least_squares": "topic_topic_least_squares_", "anchors": "anchors_", "eigenvalues": "eigenvalues_",
            "alpha": "doc_topic_prior_"}
-_TRACES = {"trace/rectification": "rectification_history_", "trace/refine": "refine_history_"}
+TRACES = {"trace/rectification": "rectification_history_", "trace/refine": "refine_history_"}
 
 
 def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[str, Any]:
@@ -48,9 +45,9 @@ def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[s
 
 def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
     """Write a fitted estimator to ``path`` (:func:`~jsmf_dask.io.saved_model.write_saved_model`)."""
-    arrays = {name: getattr(estimator, attr) for name, attr in _ARRAYS.items()
+    arrays = {name: getattr(estimator, attr) for name, attr in ARRAYS.items()
               if getattr(estimator, attr, None) is not None}
-    for prefix, attr in _TRACES.items():
+    for prefix, attr in TRACES.items():
         arrays |= {f"{prefix}/{key}": np.asarray(values) for key, values in getattr(estimator, attr).items()}
     attrs = {
         "params": _json_params(estimator.get_params()),
@@ -61,75 +58,20 @@ def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
     return write_saved_model(path, arrays, attrs, list(estimator.vocabulary_), overwrite=overwrite)
 
 
-def load_model(root_or_path: str | os.PathLike, name: str | None = None):
-    """A fitted :class:`~jsmf_dask.RectifiedAnchorWords` from a saved model or a run root's model.
-
-    Parameters
-    ----------
-    root_or_path : str or path-like
-        A directory :meth:`~jsmf_dask.RectifiedAnchorWords.save` wrote, or a
-        run root (local path or fsspec URL) with fitted models.
-    name : str, optional
-        The model under the run root (required when it holds more than one).
-        A refined model (``k20-ap-cvb0``) is loaded with its spectral source.
-
-    Returns
-    -------
-    RectifiedAnchorWords
-        Fitted: ``transform``, ``score``, ``top_words`` work; its parameters are the ones it was fitted with.
-
-    Raises
-    ------
-    StoreError
-        If the path holds neither, the name is unknown or ambiguous, or the model is incomplete.
-    """
-    from jsmf_dask.estimator.model import RectifiedAnchorWords
-
-    url = os.fspath(root_or_path)
-    if is_saved_model(url):
-        if name is not None:
-            raise StoreError(f"{url}: a saved model holds one model; name={name!r} is for run roots")
-        arrays, attrs, words = read_saved_model(url)
-        model = RectifiedAnchorWords(**attrs["params"])
-        for key, attr in _ARRAYS.items():
-            setattr(model, attr, arrays.get(key))
-        for prefix, attr in _TRACES.items():
-            setattr(model, attr, {k.rsplit("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")})
-        fitted = attrs["fitted"]
-        model.n_iter_, model.topic_word_prior_ = int(fitted["n_iter"]), fitted["topic_word_prior"]
-        model.n_features_in_, model.vocabulary_ = int(fitted["n_features_in"]), words
-        if fitted["has_feature_names"]:
-            model.feature_names_in_ = np.asarray(words, dtype=object)
-        return model
-    fs, path = get_fs(join(url, "model.zarr"))
-    if not fs.exists(path):
-        raise StoreError(f"{url}: neither a saved model (RectifiedAnchorWords.save writes one) nor a run root with "
-                         "fitted models (model.zarr)")
-    check_name(name, "name", "load_model", allow_none=True)
-    names = list_models(url)
-    if name is None:
-        if len(names) != 1:
-            raise StoreError(f"{url}: choose a model with name=...; fitted models: {names or 'none'}")
-        name = names[0]
-    stored = open_model(url, name)
-    spectral = stored.attrs.get("source", {}).get("name") if "alpha" in stored.arrays else None
-    params = stored.attrs.get("params", {})
-    if spectral is None:
-        state = fitted_state(url, name)
-        model = RectifiedAnchorWords(n_components=int(params["n_topics"]), rectifier=params.get("rectifier"),
-                                     max_iter=params.get("iterations"), refine=None)
-    else:
-        state = fitted_state(url, spectral, name)
-        source = open_model(url, spectral).attrs.get("params", {})
-        model = RectifiedAnchorWords(n_components=int(params["n_topics"]), rectifier=source.get("rectifier"),
-                                     max_iter=source.get("iterations"), refine=params.get("method", "cvb0"),
-                                     refine_sweeps=int(params.get("sweeps", 50)),
-                                     doc_topic_prior=params.get("alpha", "auto"),
-                                     topic_word_prior=params.get("eta", 0.05))
-    model.__dict__.update(state)
-    return model
-
-
 def _json_params(params: dict[str, Any]) -> dict[str, Any]:
     """The constructor's parameters as JSON values (``work_dir`` as a string)."""
     return {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in params.items()}
+
+
+def saved_state(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(params, fitted attributes)`` of the saved estimator at ``url`` (:func:`save_model`)."""
+    arrays, attrs, words = read_saved_model(url)
+    state: dict[str, Any] = {attr: arrays.get(key) for key, attr in ARRAYS.items()}
+    for prefix, attr in TRACES.items():
+        state[attr] = {k.rsplit("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
+    fitted = attrs["fitted"]
+    state |= {"n_iter_": int(fitted["n_iter"]), "topic_word_prior_": fitted["topic_word_prior"],
+              "n_features_in_": int(fitted["n_features_in"]), "vocabulary_": words}
+    if fitted["has_feature_names"]:
+        state["feature_names_in_"] = np.asarray(words, dtype=object)
+    return attrs["params"], state
