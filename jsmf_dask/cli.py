@@ -189,6 +189,12 @@ def _run_transform(args: argparse.Namespace) -> list[str]:
                      overwrite=args.overwrite).lines()
 
 
+def _run_export(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.export import export
+
+    return export(args.root, model=args.model, format=args.format, top=args.top, overwrite=args.overwrite).lines()
+
+
 def _run_infer(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.pipeline.infer import infer
 
@@ -228,7 +234,7 @@ def _run_topics(args: argparse.Namespace) -> list[str]:
 _COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "refine": _run_refine,
              "synth": _run_synth,
              "evaluate": _run_evaluate, "compare": _run_compare, "report": _run_report, "infer": _run_infer,
-             "transform": _run_transform, "run": _run_run, "topics": _run_topics}
+             "transform": _run_transform, "export": _run_export, "run": _run_run, "topics": _run_topics}
 _LOCAL_ONLY = {"synth"}
 
 
@@ -259,7 +265,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 #: Commands that read an existing run root (the others create one, or read a config).
-_READS_ROOT = {"cooccur", "fit", "refine", "evaluate", "compare", "report", "infer", "transform"}
+_READS_ROOT = {"cooccur", "fit", "refine", "evaluate", "compare", "report", "infer", "transform", "export"}
 
 
 def _missing_local_path(args: argparse.Namespace) -> str | None:

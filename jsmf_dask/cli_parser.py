@@ -33,6 +33,7 @@ EXAMPLES = {
     "report": "jsmf report runs/nips --model k20-ap",
     "infer": "jsmf infer runs/nips --model k20-ap-cvb0",
     "transform": "jsmf transform runs/nips --model k20-ap-cvb0 new-papers/ --output new-topics.parquet",
+    "export": "jsmf export runs/nips --model k20-ap-cvb0 --format csv --top 50",
     "run": "jsmf run pipelines/configs/demo.toml",
     "topics": "jsmf topics pipelines/data/nips12-raw/nipstxt.tar.xz --topics 20 --out runs/nips --encoding latin-1",
     "synth": "jsmf synth runs/synth --docs 20000 --vocab 2000 --topics 20",
@@ -256,6 +257,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory to write, outside ROOT (part-NNNNN.parquet and _infer.json)")
     p.add_argument("--format", choices=INPUT_FORMATS,
                    help="input format (default: the format ROOT's corpus was ingested from)")
+    _add_cluster_options(p)
+
+    p = _command(
+        sub, "export",
+        help="a model's topic-word probabilities, labels, anchors and A as CSV, Parquet or JSON",
+        description="Write ROOT/export/<model>-<format>: topic_words (topic, rank, word_id, word, probability), "
+        "topics (topic, label, anchor_word_id, anchor, prior) and topic_topic (A), as CSV or Parquet files or "
+        "one model.json. Words appear as the corpus labels them (film titles stay one quoted CSV field).",
+    )
+    _add_root(p)
+    p.add_argument("--model", help="model name (required when ROOT holds several)")
+    p.add_argument("--format", choices=("csv", "parquet", "json"), default="csv", help="(default: csv)")
+    p.add_argument("--top", type=int, metavar="N", help="words per topic (default: all)")
     _add_cluster_options(p)
 
     p = _command(

@@ -7,6 +7,7 @@ convergence checks it runs on what its tasks report (:func:`convergence_issues`)
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import warnings
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from jsmf_dask.kernels.lowrank import LowRankCooccurrence
 from jsmf_dask.stages.rectify import RectifyParams
 
 __all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "default_name", "convergence_issues",
-           "model_attrs", "low_rank_arrays", "low_rank_attrs", "write_topics"]
+           "model_attrs", "low_rank_arrays", "low_rank_attrs", "write_topics", "topics_json"]
 
 
 def default_name(n_topics: int, rectifier: str) -> str:
@@ -184,6 +185,18 @@ def low_rank_attrs(rect: LowRankCooccurrence) -> dict:
             "form": "C_rect = Y diag(max(eigenvalues, 0)) Y^T + E + shift (E: correction/*, upper triangle)"}
 
 
-def write_topics(root: str, name: str, fitted: FitResult) -> None:
-    """Write ``fitted.lines()`` to ``<root>/topics/<name>.txt`` atomically."""
-    write_file(topics_path(root, name), "\n".join(fitted.lines()) + "\n", root=root)
+def write_topics(root: str, name: str, fitted: FitResult, n: int = 20) -> None:
+    """Write ``fitted.lines()`` to ``<root>/topics/<name>.txt`` and its machine-readable sibling
+    ``<root>/topics/<name>.json`` (:func:`topics_json`), each atomically."""
+    write_file(topics_path(root, name), "\n".join(fitted.lines(n)) + "\n", root=root)
+    write_file(topics_path(root, name)[:-len(".txt")] + ".json", topics_json(name, fitted, n), root=root)
+
+
+def topics_json(name: str, fitted: FitResult, n: int = 20) -> str:
+    """The topics as JSON: ``{"model", "n_topics", "topics": [{"topic", "anchor", "words", "probabilities"}]}``,
+    each topic's ``n`` most probable words in order (labels with spaces, e.g. film titles, stay whole)."""
+    order = np.argsort(-fitted.B, axis=0, kind="stable")[:n]
+    topics = [{"topic": k, "anchor": fitted.words[fitted.anchors[k]] if k < len(fitted.anchors) else None,
+               "words": [fitted.words[i] for i in order[:, k]],
+               "probabilities": [float(fitted.B[i, k]) for i in order[:, k]]} for k in range(fitted.B.shape[1])]
+    return json.dumps({"model": name, "n_topics": int(fitted.B.shape[1]), "topics": topics}, ensure_ascii=False)
