@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 
+import dask
 import numpy as np
 import pytest
 import scipy.sparse as sps
@@ -72,7 +73,8 @@ def counts():
 
 @pytest.fixture(scope="module")
 def fitted(counts):
-    return RectifiedAnchorWords(4, min_anchor_df=0).fit(counts)
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):  # as conftest's per-test fixture
+        return RectifiedAnchorWords(4, min_anchor_df=0).fit(counts)
 
 
 def test_fit_on_counts_equals_the_ingested_run_root(counts, tmp_path):
@@ -151,6 +153,8 @@ def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     loaded = load_model(saved)
     np.testing.assert_allclose(loaded.transform(counts), fitted.transform(counts), rtol=0, atol=1e-12)
     assert loaded.get_params() == fitted.get_params() and loaded.vocabulary_ == fitted.vocabulary_
+    assert loaded.provenance_ == fitted.provenance_ == {"input": "count matrix", "n_documents": 1500,
+                                                        "n_tokens": int(counts.sum())}
     assert loaded.score(counts[:100]) == pytest.approx(fitted.score(counts[:100]), rel=1e-12)
     with pytest.raises(StoreError, match="exists"):
         fitted.save(tmp_path / "model")
@@ -174,6 +178,9 @@ def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     np.testing.assert_allclose(refined.transform(counts), model.transform(counts), atol=1e-12)
     np.testing.assert_array_equal(refined.spectral_components_, spectral.components_)
     assert spectral.doc_topic_prior_ is None and refined.get_params()["refine"] == "cvb0"
+    assert refined.provenance_["model"] == "k4-cvb0" and refined.provenance_["reading"]["format"] == "auto"
+    refined.save(tmp_path / "from-root")  # the root's model, with how its corpus was read, portable
+    assert load_model(tmp_path / "from-root").provenance_ == refined.provenance_
     from jsmf_dask import infer
     from jsmf_dask.pipeline.infer import read_doc_topics
 

@@ -115,6 +115,9 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Passes over the documents of the refinement; AP/ENN cycles without refinement.
     vocabulary_ : list of str
         The words of the columns (``feature_names_in_`` when ``X`` had them, else ``w0``, ``w1``, …).
+    provenance_ : dict
+        Where the model comes from: the count matrix's size; or the run root, model names and how the root's
+        corpus was read and tokenised (``jsmf transform`` reads new documents the same way).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` had column names (a pandas DataFrame).
@@ -222,6 +225,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                 else:
                     cooccur(root, validation=self.validation_fraction or None)
                     self._fit_stages(root, name=None, overwrite=False)
+                self.provenance_ = {"input": "count matrix", "n_documents": corpus.n_docs,
+                                    "n_tokens": corpus.n_tokens}
         finally:
             fs, path = get_fs(root)
             if fs.exists(path):
@@ -312,6 +317,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         with threadpool_limits(limits=in_task_blas_threads(C.shape[0]), user_api="blas"):
             self._fit_in_memory(C, candidates, np.random.default_rng(self.random_state or 0))
         self.vocabulary_ = [f"w{i}" for i in range(C.shape[0])]
+        self.provenance_ = {"input": "co-occurrence matrix"}
         self.n_features_in_ = C.shape[0]
         self.__dict__.pop("feature_names_in_", None)
         return self

@@ -9,6 +9,7 @@ import numpy as np
 
 from jsmf_dask.io.model_store import open_model
 from jsmf_dask.io.parquet import corpus_dir, read_vocabulary
+from jsmf_dask.pipeline.transform import reading_settings
 from jsmf_dask.io.saved_model import read_saved_model, write_saved_model
 
 __all__ = ["fitted_state", "save_model", "saved_state", "ARRAYS", "TRACES"]
@@ -34,6 +35,8 @@ def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[s
         "rectification_history_": dict(source.trace), "refine_history_": {}, "doc_topic_prior_": source.arrays.get("alpha"),
         "topic_word_prior_": source.attrs.get("eta"), "n_iter_": int(source.attrs.get("n_iter", 0)), "vocabulary_": words,
         "n_features_in_": len(words),
+        "provenance_": {"root": root, "model": refined or spectral, "spectral_model": spectral,
+                        "reading": reading_settings(root)},
     }
     if refined is not None:
         model = open_model(root, refined)
@@ -51,6 +54,7 @@ def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
         arrays |= {f"{prefix}/{key}": np.asarray(values) for key, values in getattr(estimator, attr).items()}
     attrs = {
         "params": _json_params(estimator.get_params()),
+        "provenance": estimator.provenance_,
         "fitted": {"n_iter": estimator.n_iter_, "topic_word_prior": estimator.topic_word_prior_,
                    "n_features_in": estimator.n_features_in_,
                    "has_feature_names": hasattr(estimator, "feature_names_in_")},
@@ -71,7 +75,8 @@ def saved_state(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
         state[attr] = {k.rsplit("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
     fitted = attrs["fitted"]
     state |= {"n_iter_": int(fitted["n_iter"]), "topic_word_prior_": fitted["topic_word_prior"],
-              "n_features_in_": int(fitted["n_features_in"]), "vocabulary_": words}
+              "n_features_in_": int(fitted["n_features_in"]), "vocabulary_": words,
+              "provenance_": attrs.get("provenance", {})}
     if fitted["has_feature_names"]:
         state["feature_names_in_"] = np.asarray(words, dtype=object)
     return attrs["params"], state

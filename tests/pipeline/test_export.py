@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+import dask
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -36,10 +37,11 @@ def labelled_root(tmp_path_factory):
         for i in range(50):
             w.writerow([f"item{i}", f'Film {i}, The "Sequel" ({1990 + i})'])
     root = base / "root"
-    ingest(root, [str(docword)], labels=str(labels))
-    cooccur(root)
-    fit(root, n_topics=3, min_anchor_df=0, iterations=30, name="k3")
-    refine(root, model="k3", name="k3-cvb0")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):  # as conftest's per-test fixture
+        ingest(root, [str(docword)], labels=str(labels))
+        cooccur(root)
+        fit(root, n_topics=3, min_anchor_df=0, iterations=30, name="k3")
+        refine(root, model="k3", name="k3-cvb0")
     return root
 
 

@@ -7,6 +7,7 @@ import json
 import string
 from pathlib import Path
 
+import dask
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -48,10 +49,11 @@ def _tree_digest(root: Path) -> dict[str, str]:
 def text_root(tmp_path_factory):
     base = tmp_path_factory.mktemp("transform")
     root = base / "root"
-    ingest(root, [str(_write(base / "train.jsonl", _texts(1200, 1, "t")))], id_column="id")
-    cooccur(root, validation=0.05)
-    fit(root, n_topics=4, min_anchor_df=0, iterations=50, name="k4")
-    refine(root, model="k4", name="k4-cvb0")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):  # as conftest's per-test fixture
+        ingest(root, [str(_write(base / "train.jsonl", _texts(1200, 1, "t")))], id_column="id")
+        cooccur(root, validation=0.05)
+        fit(root, n_topics=4, min_anchor_df=0, iterations=50, name="k4")
+        refine(root, model="k4", name="k4-cvb0")
     return root
 
 
