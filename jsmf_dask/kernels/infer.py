@@ -20,12 +20,18 @@ import scipy.sparse as sps
 from jsmf_dask.kernels.recover import exponentiated_gradient
 from jsmf_dask.kernels.variational import e_step
 
-__all__ = ["document_topics"]
+__all__ = ["document_topics", "FOLD_IN_TOL"]
+
+#: The fold-in's stopping test (a document stops when the mean absolute change of its ``γ`` falls below it).
+#: Measured on the NIPS papers (K = 20, refined model, 174 held-out papers, one core): 1e-8 gave 1,046
+#: documents a second, 1e-4 2,261, 1e-3 3,162 with every weight within 3.8e-3 of the converged one;
+#: scikit-learn's ``LatentDirichletAllocation.transform`` at its defaults: 2,287 a second, within 1.4e-2.
+FOLD_IN_TOL = 1e-3
 
 
 def document_topics(
     B: np.ndarray, counts: np.ndarray | sps.sparray | sps.spmatrix, alpha: np.ndarray | None = None, *,
-    max_iter: int = 2000, rel_gap: float = 1e-10,
+    max_iter: int = 2000, rel_gap: float = 1e-10, fold_in_tol: float = FOLD_IN_TOL,
 ) -> np.ndarray:
     """Topic compositions of documents.
 
@@ -42,6 +48,8 @@ def document_topics(
         Least squares: exponentiated-gradient iterations at most.
     rel_gap : float, default=1e-10
         Least squares: stopping test of each document's duality gap, relative to ``‖w_d‖²``.
+    fold_in_tol : float, default=:data:`FOLD_IN_TOL`
+        The fold-in: a document stops when the mean absolute change of its ``γ`` falls below this.
 
     Returns
     -------
@@ -51,7 +59,7 @@ def document_topics(
     X = sps.csr_array(counts, dtype=np.float64)
     length = np.asarray(X.sum(axis=1)).ravel()
     if alpha is not None:
-        gamma = e_step(X, B, np.asarray(alpha, dtype=np.float64), max_iter=1000, tol=1e-8).gamma
+        gamma = e_step(X, B, np.asarray(alpha, dtype=np.float64), max_iter=1000, tol=fold_in_tol).gamma
         return gamma / gamma.sum(axis=1, keepdims=True)
     inv = np.where(length > 0, 1.0 / np.where(length > 0, length, 1.0), 0.0)
     Wd = sps.diags_array(inv) @ X

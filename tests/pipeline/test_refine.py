@@ -328,7 +328,9 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     # the fold-in by hand on the first block
     block = list_blocks(corpus_dir(str(lda_root)))[0]
     X = block_counts(read_block(block, 400), 400)
-    gamma = e_step(X, m.arrays["B"], m.arrays["alpha"], max_iter=1000, tol=1e-8).gamma
+    from jsmf_dask.kernels.infer import FOLD_IN_TOL
+
+    gamma = e_step(X, m.arrays["B"], m.arrays["alpha"], max_iter=1000, tol=FOLD_IN_TOL).gamma
     np.testing.assert_allclose(theta_infer_first := np.array(inferred.column("topics").to_pylist()[:X.shape[0]]),
                                gamma / gamma.sum(axis=1, keepdims=True), rtol=0, atol=1e-12)
     assert theta_infer_first.shape[0] == X.shape[0]
