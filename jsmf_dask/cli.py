@@ -122,6 +122,9 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
     valid = result.attrs["validation"]
     score = (f"validation perplexity {valid['start_perplexity']:.1f} -> {valid['final_perplexity']:.1f}"
              if valid["final_perplexity"] is not None else "no validation documents")
+    kept = result.attrs["returned_state"] - 1
+    if kept < result.n_iter:  # the sweeps after the validation documents' best were undone
+        score += f"; kept the state after sweep {kept}, their best"
     head = [f"model {result.name}: {result.B.shape[1]} topics refined from {result.source} by {result.n_iter} "
             f"sweep(s) of {result.attrs['params']['method']} (stopped by {result.attrs['stopped']}; {score}); "
             f"written to {result.url} and {topics_path(args.root, result.name)}"]

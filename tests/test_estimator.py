@@ -189,8 +189,6 @@ def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     np.testing.assert_allclose(stored, refined.transform(counts), atol=1e-12)
 
 
-# K = 6 on documents drawn from 3 topics overfits, and refine says so (a ConvergenceWarning): expected here
-@pytest.mark.filterwarnings("ignore::jsmf_dask.exceptions.ConvergenceWarning")
 def test_pipeline_clone_and_grid_search():
     """CountVectorizer → RectifiedAnchorWords in a Pipeline; GridSearchCV picks K by held-out score."""
     from sklearn.feature_extraction.text import CountVectorizer

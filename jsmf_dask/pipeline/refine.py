@@ -229,6 +229,8 @@ def refine(
                          validation_sample=_sample_fraction(VALIDATION_SCORED_DOCS, n_rows * validation))
     records: list[SweepRecord] = []
     stopped = "sweeps"
+    best = (math.inf, 0, counts, params)  # validation perplexity, sweep entering it, the state it scored
+    best_sweep = None
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         scratch = join(tmp, "_scratch")
         for d in (gamma_dir(scratch, 0), gamma_dir(scratch, 1), join(tmp, "doc_topics")):
@@ -248,6 +250,8 @@ def refine(
             else:
                 entering = total.bound / total.n_tokens
             change = float(np.linalg.norm(total.counts - counts) / np.linalg.norm(counts))
+            if _perplexity(total) < best[0]:  # this sweep scored the state it entered with
+                best = (_perplexity(total), s, counts, params)
             counts = total.counts
             rec = SweepRecord(s, sweeps, entering, change, total.iterations / total.n_docs,
                               time.perf_counter() - t0, _perplexity(total), float(params.alpha.sum()), params.eta,
@@ -261,7 +265,11 @@ def refine(
                 break
             if _stopped_improving([r.validation_perplexity for r in records]):
                 stopped = "validation"
+                # the sweeps since the best state only made the validation documents worse: return that state
+                _, best_sweep, counts, params = best
                 break
+        if best_sweep is None:
+            best_sweep = len(records) + 1
         t0 = time.perf_counter()
         with _progress.data_in_graph():
             start = dask.delayed((B0, document_prior(source)[0]), pure=True)
@@ -310,6 +318,8 @@ def refine(
             "source": {"name": model, "rectifier": source.attrs.get("params", {}).get("rectifier")},
             "n_iter": len(records),
             "stopped": stopped,
+            # the state returned: entering this sweep (len(records) + 1: after the last one)
+            "returned_state": best_sweep,
             "eta": params.eta,
             "n_words": len(words),
             "vocab_hash": vocabulary_hash(words),

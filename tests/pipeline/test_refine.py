@@ -362,3 +362,28 @@ def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, m
         assert main(argv) == 1
     assert message in capsys.readouterr().err
     assert listing(lda_root) == before
+
+
+def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
+    """On a small corpus CVB0 overfits: the validation documents' perplexity falls, then rises (measured on
+    this corpus: 18.409 at the start, 18.363 after one sweep, then 18.383, 18.400, 18.427). Refine stops three
+    sweeps after the best and returns that state, not the last one: the final score is the curve's minimum."""
+    import scipy.sparse as sps
+
+    from jsmf_dask.kernels.synthetic import sample_corpus
+    from jsmf_dask.pipeline.matrix import ingest_matrix
+
+    rng = np.random.default_rng(4)
+    B = rng.dirichlet(np.full(40, 0.2), size=3).T
+    corpus = sample_corpus(B, np.full(3, 0.3), 800, 50, rng)
+    ingest_matrix(tmp_path, sps.csr_array((corpus.counts, corpus.word_ids, corpus.offsets), shape=(800, 40)))
+    cooccur(tmp_path, validation=0.05)
+    fit(tmp_path, n_topics=3, min_anchor_df=0, iterations=50, name="k3")
+    r = refine(tmp_path, model="k3", name="k3-cvb0")
+    curve = r.trace["validation_perplexity"]
+    assert r.attrs["stopped"] == "validation" and r.n_iter >= 4
+    best = int(np.argmin(curve[:-1]))  # curve[s] scores the state entering sweep s + 1
+    assert curve[:-1][best + 1:].min() > curve[best]  # it did get worse afterwards
+    assert r.attrs["returned_state"] == best + 1 <= r.n_iter
+    assert curve[-1] == pytest.approx(curve[best], rel=1e-9)  # the returned state's own score
+    assert curve[-1] <= curve[0] and r.attrs["warnings"] == []
