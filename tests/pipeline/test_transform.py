@@ -116,3 +116,46 @@ def test_transform_from_the_command_line_and_its_errors(text_root, tmp_path, cap
     with pytest.raises(StoreError, match="inside the run root"):
         transform(text_root, [inputs], model="k4", output=str(text_root))
     assert _tree_digest(text_root) == before and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("fmt", ["baskets", "ratings", "uci"])
+def test_every_input_format_reads_as_the_corpus_did(fmt, tmp_path):
+    """Baskets (with the corpus's own delimiter), ratings (its columns: two copies a star) and UCI bag of words:
+    transform's weights equal those `infer` gives the same documents inside the corpus (1e-10)."""
+    rng = np.random.default_rng(5)
+    B = rng.dirichlet(np.full(30, 0.3), size=3).T
+    corpus = sample_corpus(B, np.full(3, 0.3), 400, 12, rng)
+    docs = [dict(zip(corpus.word_ids[a:b].tolist(), corpus.counts[a:b].tolist()))
+            for a, b in zip(corpus.offsets[:-1], corpus.offsets[1:])]
+    items = [f"item {i}" if fmt == "baskets" else f"i{i}" for i in range(30)]  # a space inside: one item
+    if fmt == "baskets":
+        path = tmp_path / "baskets.txt"
+        path.write_text("".join("|".join(items[w] for w, c in d.items() for _ in range(c)) + "\n" for d in docs))
+        options = {"format": "baskets", "delimiter": "|"}
+    elif fmt == "ratings":
+        path = tmp_path / "ratings.csv"
+        path.write_text("who,what,stars,when\n" + "".join(
+            f"u{d},{items[w]},{min(c, 5) / 2},0\n" for d, doc in enumerate(docs) for w, c in doc.items()))
+        from jsmf_dask.io.sources import RatingsColumns
+
+        options = {"format": "ratings", "ratings_columns": RatingsColumns("who", "what", "stars")}
+    else:
+        from ..conftest import write_uci
+
+        path = write_uci(tmp_path, docs, items, name="bow")
+        options = {}
+    root = tmp_path / "root"
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        ingest(root, [str(path)], min_doc_tokens=2, min_doc_words=2, **options)
+        cooccur(root)
+        fit(root, n_topics=3, min_anchor_df=0, iterations=30, name="k3")
+        refine(root, model="k3", name="k3-cvb0", sweeps=5)
+        infer(root, model="k3-cvb0")
+        report = transform(root, [str(path)], model="k3-cvb0", output=str(tmp_path / "out"))
+    stored = read_doc_topics(root)
+    inside = dict(zip(stored.column("doc_id").to_pylist(), stored.column("topics").to_pylist()))
+    table = pq.read_table(tmp_path / "out")
+    new = dict(zip(table.column("doc_id").to_pylist(), table.column("topics").to_pylist()))
+    assert report.format == fmt and report.n_unknown == 0 and set(inside) <= set(new)
+    for doc, weights in inside.items():
+        np.testing.assert_allclose(new[doc], weights, rtol=0, atol=1e-10)
