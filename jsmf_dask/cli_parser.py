@@ -235,8 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "infer",
         help="each document's topic composition -> ROOT/doc_topics.parquet",
         description="Each document's topic weights under the model, one Dask task per row group: a refined "
-        "(or Gibbs) model folds the document in by LDA's variational inference with its own document prior; a "
-        "spectral model fits the document's word distribution by its topics (simplex-constrained least squares).",
+        "(or Gibbs) model folds the document in by LDA's variational inference with its own document prior, a "
+        "spectral model with the Dirichlet moment-matched to its A (measured better than least squares).",
     )
     _add_root(p)
     p.add_argument("--model", help="model name (required when ROOT holds several)")
@@ -247,8 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="topic compositions of new documents under a model -> OUTPUT (the run root is only read)",
         description="Read new documents in any format ingest reads, tokenised as ROOT's corpus was, map their "
         "words to the model's vocabulary (others are counted as unknown), and write each document's topic "
-        "weights: a refined model folds it in by its own inference and prior, a spectral model by least "
-        "squares. Writes a directory of Parquet parts (doc_id, n_tokens, n_unknown, topics) atomically.",
+        "weights: folded in under the model's topics and document prior (a spectral model's: moment-matched "
+        "to its A). Writes a directory of Parquet parts (doc_id, n_tokens, n_unknown, topics) atomically.",
     )
     _add_root(p)
     p.add_argument("inputs", metavar="INPUT", nargs="+", help="input files or directories (as for ingest)")

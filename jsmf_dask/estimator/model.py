@@ -19,9 +19,9 @@ from jsmf_dask.io.fs import get_fs, is_local, join
 from jsmf_dask.kernels.enn import enn_rectify
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.kernels.factorize import find_anchors, recover, recover_low_rank, rectify
-from jsmf_dask.kernels.infer import document_topics
+from jsmf_dask.kernels.infer import document_topics, model_prior
 from jsmf_dask.kernels.law import law_anchors, law_coordinates
-from jsmf_dask.kernels.variational import document_bound, e_step, moment_alpha
+from jsmf_dask.kernels.variational import document_bound, e_step
 from jsmf_dask.parameters import PARAMETERS, REFINED_FIT_ITERATIONS, parameter
 from jsmf_dask.pipeline.matrix import is_dask_array
 from jsmf_dask.stages.rectify import in_task_blas_threads
@@ -69,8 +69,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     refine : {'cvb0', 'vb'} or None, default='cvb0'
         Refinement of the spectral topics over the documents: zero-order
         collapsed variational Bayes or variational Bayes (:func:`jsmf_dask.refine`);
-        None keeps the spectral model (and :meth:`transform` then fits each
-        document by least squares).
+        None keeps the spectral model.
     refine_sweeps : int, default=50
         Passes over the documents at most (the validation documents usually stop it earlier).
     doc_topic_prior : 'auto' or float, default='auto'
@@ -380,10 +379,10 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def transform(self, X):
         """Topic compositions of documents under the fitted topics.
 
-        A refined model folds each document in by LDA's variational inference
-        under its topics and learned ``α`` (the model's own inference); a
-        spectral one fits each document's word distribution by least squares
-        over the simplex (:func:`jsmf_dask.kernels.infer.document_topics`).
+        Each document is folded in by LDA's variational inference under the
+        topics and the document prior: a refined model's learned ``α``, a
+        spectral model's Dirichlet moment-matched to its ``A``
+        (:func:`jsmf_dask.kernels.infer.document_topics`).
 
         Parameters
         ----------
@@ -393,18 +392,18 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Returns
         -------
         ndarray (a Dask array for a Dask ``X``), shape (n_documents, n_components)
-            Rows on the simplex (for an empty document the prior's mean, uniform for a spectral model).
+            Rows on the simplex (for an empty document the prior's mean).
         """
         if is_dask_array(X):
             check_is_fitted(self, "components_")
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has shape {X.shape}; expected (n_documents, {self.n_features_in_})")
             X = X.rechunk({1: -1}) if X.numblocks[1] > 1 else X
-            B, alpha = self.components_.T, self.doc_topic_prior_
+            B, alpha = self.components_.T, self._document_prior()
             return X.map_blocks(lambda block: document_topics(B, _block_counts(block), alpha),
                                 chunks=(X.chunks[0], (self.n_components,)), dtype=np.float64, meta=np.empty((0, 0)))
         X = self._checked_input(X, "transform")
-        return document_topics(self.components_.T, X, self.doc_topic_prior_)
+        return document_topics(self.components_.T, X, self._document_prior())
 
     def score(self, X, y: None = None) -> float:
         """Approximate log likelihood per word of ``X``: the documents' part of the variational bound under
@@ -427,10 +426,14 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         n_tokens = float(X.sum())
         if n_tokens <= 0:
             raise ValueError(f"{_OWNER}.score: X holds no words; the score is per word")
-        alpha = self.doc_topic_prior_ if self.doc_topic_prior_ is not None else moment_alpha(self.topic_topic_)
+        alpha = self._document_prior()
         B = self.components_.T
         gamma = e_step(X, B, alpha, max_iter=1000, tol=1e-8).gamma
         return float(document_bound(X, B, alpha, gamma) / n_tokens)
+
+    def _document_prior(self) -> np.ndarray:
+        """``α`` of the fold-in and the score: the refined model's, else moment-matched to ``A``."""
+        return model_prior({"alpha": self.doc_topic_prior_, "A": self.topic_topic_})
 
     def perplexity(self, X) -> float:
         """``exp(−score(X))``: the per-word perplexity bound of ``X`` under the model (lower is better)."""

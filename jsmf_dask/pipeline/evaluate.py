@@ -34,7 +34,7 @@ from jsmf_dask.kernels.metrics import (
     specificity,
     top_words,
 )
-from jsmf_dask.kernels.variational import moment_alpha
+from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.io.model_store import low_rank_rectified
 from jsmf_dask.kernels.upper_sparse import symmetric_from_upper
 from jsmf_dask.kernels.metrics import low_rank_partials
@@ -117,9 +117,7 @@ def document_prior(model: FittedModel) -> tuple[np.ndarray, str]:
     Models that define one (refined, Gibbs) use theirs; a spectral model uses
     the Dirichlet moment-matched to its own ``A``.
     """
-    if "alpha" in model.arrays:
-        return model.arrays["alpha"], "the model's"
-    return moment_alpha(model.arrays["A"]), "moment-matched to the model's A"
+    return model_prior(model.arrays), "the model's" if "alpha" in model.arrays else "moment-matched to the model's A"
 
 
 def _saw_heldout(model: FittedModel, fraction: float) -> str | None:

@@ -1,8 +1,8 @@
 """``infer``: each document's topic composition → ``<root>/doc_topics.parquet`` (a directory of parts).
 
-For each document, the simplex-constrained least-squares fit of its word
-distribution by the model's B (exponentiated gradient), as one Dask task per
-row group of the corpus; the parts are committed together by renaming the
+For each document, LDA's fold-in under the model's B and document prior
+(:func:`~jsmf_dask.kernels.infer.document_topics`), as one Dask task per row
+group of the corpus; the parts are committed together by renaming the
 staged directory.
 """
 
@@ -19,6 +19,7 @@ from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output, write_file
 from jsmf_dask.io.model_store import list_models, open_model
+from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_vocabulary
 from jsmf_dask.pipeline.fit_model import topic_labels
 from jsmf_dask.stages.infer import doc_topic_tasks
@@ -85,7 +86,7 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     with staged_output(doc_topics_path(root), root=root, overwrite=overwrite) as tmp:
         fs, path = get_fs(tmp)
         fs.makedirs(path, exist_ok=True)
-        counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp, fitted.arrays.get("alpha")))
+        counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp, model_prior(fitted.arrays)))
         write_file(join(tmp, INFER_INFO), topic_info(model, B, fitted.arrays.get("anchors", ()),
                                                      display_words(corpus, words)), root=root)
     return InferReport(doc_topics_path(root), model, int(sum(counts)), B.shape[1])

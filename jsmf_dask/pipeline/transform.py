@@ -2,8 +2,8 @@
 
 The inputs are read by ingest's own readers and tokeniser (:mod:`jsmf_dask.io.sources`, with the settings the
 corpus was ingested with, recorded in its manifest), their terms mapped to the model's vocabulary (the rest
-counted as unknown), and each document folded in under the model (:func:`~jsmf_dask.kernels.infer.document_topics`:
-a refined model's own inference with its prior, a spectral model's least squares). Nothing under the run root is
+counted as unknown), and each document folded in under the model's topics and document prior
+(:func:`~jsmf_dask.kernels.infer.document_topics`). Nothing under the run root is
 written: the raw blocks go to a scratch directory beside the output, and the output (a directory of Parquet
 parts, :data:`~jsmf_dask.io.schema.NEW_DOC_TOPICS_SCHEMA`) is committed by one rename.
 """
@@ -27,6 +27,7 @@ from jsmf_dask.io.fs import check_under, get_fs, join, remove, staged_output, to
 from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.io.sources import RatingsColumns
+from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.parameters import INPUT_FORMATS
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
 from jsmf_dask.pipeline.ingest_inputs import MANIFEST, detect_format, input_partitions
@@ -67,7 +68,7 @@ class TransformReport:
             more = f" and {self.n_empty - len(self.empty_doc_ids)} more" if self.n_empty > len(self.empty_doc_ids) \
                 else ""
             lines.append(f"note: {self.n_empty} documents have no word of the vocabulary; their topic weights are "
-                         f"the model's prior mean (uniform for a spectral model): {shown}{more}")
+                         f"the model's prior mean: {shown}{more}")
         return lines
 
 
@@ -117,7 +118,7 @@ def transform(root: str, inputs: Sequence[str], *, output: str, model: str | Non
             raise StoreError(f"{root}: choose a model with --model; fitted models: {names or 'none'}")
         model = names[0]
     fitted = open_model(root, model)
-    B, alpha = fitted.arrays["B"], fitted.arrays.get("alpha")
+    B, alpha = fitted.arrays["B"], model_prior(fitted.arrays)
     corpus = corpus_dir(root)
     words = read_vocabulary(corpus).column("word").to_pylist()
     if B.shape[0] != len(words):

@@ -24,7 +24,7 @@ def block_counts(table: pa.Table, n_words: int):
     return count_matrix(ids.offsets.to_numpy(), ids.flatten().to_numpy(), cnt.flatten().to_numpy(), n_words)
 
 
-def _infer_block(block: Block, n_words: int, model: tuple[np.ndarray, np.ndarray | None], url: str) -> int:
+def _infer_block(block: Block, n_words: int, model: tuple[np.ndarray, np.ndarray], url: str) -> int:
     table = read_block(block, n_words)
     H = block_counts(table, n_words)
     B, alpha = model
@@ -40,9 +40,9 @@ def _infer_block(block: Block, n_words: int, model: tuple[np.ndarray, np.ndarray
 
 
 def doc_topic_tasks(blocks: list[Block], n_words: int, B: np.ndarray, out_dir: str,
-                    alpha: np.ndarray | None = None) -> list[dask.delayed]:
+                    alpha: np.ndarray) -> list[dask.delayed]:
     """One delayed task per block: infer its documents' topics (:func:`~jsmf_dask.kernels.infer.document_topics`
-    under ``B`` and, when the model has one, its document prior ``alpha``) and write ``out_dir/part-NNNNN.parquet``.
+    under ``B`` and the model's document prior ``alpha``) and write ``out_dir/part-NNNNN.parquet``.
 
     Parts are numbered in block order, so reading the directory in name order
     gives the corpus's document order. Each returns its number of documents.

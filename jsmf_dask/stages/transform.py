@@ -31,7 +31,7 @@ class TransformedBlock:
     empty_doc_ids: tuple[str, ...]
 
 
-def _transform_block(raw_url: str, mapping: TermMapping, model: tuple[np.ndarray, np.ndarray | None],
+def _transform_block(raw_url: str, mapping: TermMapping, model: tuple[np.ndarray, np.ndarray],
                      out_url: str) -> TransformedBlock:
     table = read_table(raw_url)
     terms = table.column("terms").combine_chunks()
@@ -44,7 +44,7 @@ def _transform_block(raw_url: str, mapping: TermMapping, model: tuple[np.ndarray
     unknown = np.bincount(parent[~known], weights=counts[~known], minlength=n_rows).astype(np.int64)
     X = sps.csr_array((counts[known], (parent[known], ids[known])), shape=(n_rows, mapping.n_words))
     B, alpha = model
-    theta = document_topics(B, X, alpha)  # a document without a known token: the prior's mean (or uniform)
+    theta = document_topics(B, X, alpha)  # a document without a known token: the prior's mean
     out = pa.table([table.column("doc_id"), pa.array(kept), pa.array(unknown),
                     pa.FixedSizeListArray.from_arrays(pa.array(theta.ravel()), B.shape[1])],
                    schema=doc_topics_schema(B.shape[1], new_documents=True))
@@ -53,7 +53,7 @@ def _transform_block(raw_url: str, mapping: TermMapping, model: tuple[np.ndarray
     return TransformedBlock(n_rows, int(kept.sum()), int(unknown.sum()), tuple(empty))
 
 
-def transform_tasks(raw_files: list[str], mapping: TermMapping, B: np.ndarray, alpha: np.ndarray | None,
+def transform_tasks(raw_files: list[str], mapping: TermMapping, B: np.ndarray, alpha: np.ndarray,
                     out_dir: str) -> list[dask.delayed]:
     """One delayed task per raw block (:func:`~jsmf_dask.stages.ingest.stage_raw_blocks`' files): map its terms
     to the model's words (``mapping``; the others are counted as unknown), infer each document's topics under

@@ -238,7 +238,8 @@ def test_infer_recovers_document_mixtures(fitted_root):
     err = np.abs(theta - true_theta).sum(axis=1).mean()
     uniform = np.abs(1 / 5 - true_theta).sum(axis=1).mean()
     corpus_level = np.abs(true_theta.mean(axis=0) - true_theta).sum(axis=1).mean()
-    # measured: err 0.166, uniform 1.313, corpus-level weights 1.313 (60 tokens a document, Dirichlet(0.1))
+    # measured: err 0.142 (least squares, before the fold-in: 0.166), uniform 1.313, corpus-level weights 1.313
+    # (60 tokens a document, Dirichlet(0.1))
     assert err < 0.25 * min(uniform, corpus_level)
     assert math.isfinite(err)
 

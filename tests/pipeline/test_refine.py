@@ -312,7 +312,6 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     weights refine itself kept for its training documents far better than least squares does."""
     import pyarrow.dataset as ds
 
-    from jsmf_dask.kernels.infer import document_topics
     from jsmf_dask.kernels.variational import e_step
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
     from jsmf_dask.stages.infer import block_counts
@@ -337,7 +336,12 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     # closer to refine's own θ than the least-squares fit under the same topics
     rows = {d: i for i, d in enumerate(inferred.column("doc_id").to_pylist())}
     Xall = np.vstack([block_counts(read_block(b, 400), 400).toarray() for b in list_blocks(corpus_dir(str(lda_root)))])
-    lsq = document_topics(m.arrays["B"], Xall[[rows[d] for d in ids]])
+    from jsmf_dask.kernels.recover import simplex_least_squares
+
+    B = m.arrays["B"]
+    W = Xall[[rows[d] for d in ids]].astype(float)
+    W /= W.sum(axis=1, keepdims=True)
+    lsq = np.array([simplex_least_squares(B.T @ B, B.T @ w) for w in W])
     fold = np.abs(theta_infer - theta_own).sum(axis=1).mean()
     least = np.abs(lsq - theta_own).sum(axis=1).mean()
     assert fold < 0.5 * least, (fold, least)
