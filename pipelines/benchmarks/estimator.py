@@ -14,7 +14,10 @@ papers (every tenth) are held out. On the other 90%:
   count matrix: ours in this process on one core, ours as a Dask array on a
   LocalCluster of 2 single-threaded workers, scikit-learn's ``transform`` (one
   core), tomotopy's ``infer`` (one worker) under a tomotopy model trained on
-  the same documents (200 iterations: only its inference is timed here).
+  the same documents (200 iterations: only its inference is timed here); and of
+  raw text: ``jsmf transform`` of the whole tarball (reading, tokenising, folding
+  in, writing Parquet) on threads and on the LocalCluster, against scikit-learn's
+  ``CountVectorizer.transform`` + ``transform`` on one core.
 
 Seconds are medians of ``--runs``. Usage::
 
@@ -60,6 +63,41 @@ def timed(fn, runs: int):
         result = fn()
         seconds.append(time.perf_counter() - t)
     return statistics.median(seconds), result
+
+
+def raw_text(runs: int, k: int, vectorizer, lda) -> dict[str, float]:
+    """New raw text end to end: ``jsmf transform`` of the NIPS tarball (ingest's reader and tokeniser, the fold-in,
+    the Parquet output) under a model of a run root made from the same papers, on threads and on the
+    LocalCluster; scikit-learn's ``CountVectorizer.transform`` + ``transform`` of the same texts on one core."""
+    import shutil
+    import tempfile
+
+    from jsmf_dask import cooccur, fit, ingest, refine
+    from jsmf_dask.cluster import connect
+    from jsmf_dask.pipeline.transform import transform
+
+    work = Path(tempfile.mkdtemp(prefix="jsmf-bench-"))
+    root = work / "root"
+    with connect("threads"):
+        ingest(root, [str(NIPS)], vocab_size=5000, encoding="latin-1")
+        cooccur(root, validation=0.05)
+        fit(root, n_topics=k, iterations=50, name="ap")
+        refine(root, model="ap", name="ap-cvb0")
+    n = len(nips_texts())
+    rates = {}
+    for engine in ("threads", "local"):
+        def once(engine=engine):
+            out = work / f"out-{engine}"
+            shutil.rmtree(out, ignore_errors=True)
+            with connect(engine):
+                transform(root, [str(NIPS)], model="ap-cvb0", output=str(out))
+        s, _ = timed(once, runs)
+        rates[f"raw text: `jsmf transform` of the tarball ({engine}; tokenising and writing included)"] = n / s
+    with threadpool_limits(limits=1):  # reading the tarball included, as in `jsmf transform`
+        s, _ = timed(lambda: lda.transform(vectorizer.transform(nips_texts())), runs)
+    rates["raw text: the tarball read, scikit-learn CountVectorizer.transform + LDA.transform, one core"] = n / s
+    shutil.rmtree(work, ignore_errors=True)
+    return rates
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         lazy = da.from_array(big, chunks=(big.shape[0] // 4, -1), asarray=False)
         s, _ = timed(lambda: ours.transform(lazy).compute(), runs)
         throughput["ours, Dask array on a LocalCluster (2 workers)"] = big.shape[0] / s
+    throughput |= raw_text(runs, k, vectorizer, lda)
     print("\n| transform | documents per second |\n|---|---|")
     for name, rate in throughput.items():
         print(f"| {name} | {rate:,.0f} |")
