@@ -294,7 +294,9 @@ def _missing_local_path(args: argparse.Namespace) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jsmf``; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the command's own usage, not the top level's
+        parser.command_parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "workers", None) is not None and args.workers < 1:
         print(f"jsmf: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2
@@ -305,7 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     import distributed  # noqa: F401 - importing it sets its loggers from dask's config: set ours after that
 
-    for noisy, quiet in (("distributed", logging.WARNING), ("bokeh", logging.ERROR), ("tornado", logging.ERROR)):
+    # --quiet: results only, so not even distributed's warnings at shutdown ("Worker process still alive ...")
+    shown = logging.ERROR if getattr(args, "quiet", False) else logging.WARNING
+    for noisy, quiet in (("distributed", shown), ("bokeh", logging.ERROR), ("tornado", logging.ERROR)):
         logging.getLogger(noisy).setLevel(level if args.verbose else quiet)
     warnings.showwarning = _show_warning
     try:

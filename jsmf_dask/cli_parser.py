@@ -41,8 +41,11 @@ EXAMPLES = {
 
 
 def _command(sub, name: str, **kwargs) -> argparse.ArgumentParser:
-    """A sub-command's parser, with its example as the epilog."""
-    return sub.add_parser(name, epilog=f"example: {EXAMPLES[name]}", **kwargs)
+    """A sub-command's parser, with its example as the epilog; ``-v`` is accepted after the command too."""
+    p = sub.add_parser(name, epilog=f"example: {EXAMPLES[name]}", **kwargs)
+    p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="more logging (-vv for debug); also accepted before the command")
+    return p
 
 
 def _add_root(p: argparse.ArgumentParser) -> None:
@@ -326,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="concentration of --topics-from dirichlet (default: 0.05)")
     p.add_argument("--row-group-size", type=int, default=10000, help="documents per Parquet row group (default: 10000)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing synthetic corpus")
+    parser.command_parsers = dict(sub.choices)  # each command's own parser (its usage for its errors)
     return parser
 
 

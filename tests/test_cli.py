@@ -172,3 +172,23 @@ def test_package_names_load_on_first_use():
     assert set(jsmf_dask._HOMES) == set(jsmf_dask.__all__) - {"__version__"}
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         jsmf_dask.nope
+
+
+def test_papercuts_verbose_after_the_command_its_own_usage_quiet_shutdown(tmp_path, capsys):
+    """-v is accepted after the command; a bad option gets that command's usage; --quiet also silences
+    distributed's warnings (the nanny's "still alive ... killing" at shutdown); runs/ is git-ignored."""
+    import logging
+    from pathlib import Path
+
+    assert main(["fit", str(tmp_path), "--topics", "3", "-v"]) == 1  # parsed; the root has no C
+    assert "co-occurrence store does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", str(tmp_path), "--topics", "3", "--bogus"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: jsmf fit ") and "jsmf fit: error: unrecognized arguments: --bogus" in err
+    main(["fit", str(tmp_path), "--topics", "3", "--quiet"])
+    assert logging.getLogger("distributed").level == logging.ERROR
+    main(["fit", str(tmp_path), "--topics", "3"])
+    assert logging.getLogger("distributed").level == logging.WARNING
+    assert "runs/" in (Path(__file__).resolve().parents[1] / ".gitignore").read_text().split()
