@@ -136,7 +136,7 @@ def _by_name(docs, key=lambda d: d):
     return {key(k): v for k, v in docs.items()}
 
 
-@pytest.mark.parametrize("kind", ["directory", "tarball", "jsonl", "csv", "parquet"])
+@pytest.mark.parametrize("kind", ["directory", "tarball", "jsonl", "csv", "tsv", "parquet"])
 def test_text_sources(tmp_path, kind):
     src = tmp_path / "src"
     if kind == "directory":
@@ -162,6 +162,11 @@ def test_text_sources(tmp_path, kind):
         path = tmp_path / "docs.csv"
         rows = ["name,body"] + [f'{n},"{t}"' for n, t in TEXTS.items()]
         path.write_text("\n".join(rows) + "\n")
+        inputs = [str(path)]
+    elif kind == "tsv":  # tab-separated by its name: the commas in the text stay text
+        path = tmp_path / "docs.tsv.gz"
+        with gzip.open(path, "wt") as f:
+            f.write("name\tbody\n" + "".join(f"{n}\t{t.replace('.', ',')}\n" for n, t in TEXTS.items()))
         inputs = [str(path)]
     else:
         path = tmp_path / "docs.parquet"

@@ -97,7 +97,8 @@ class TextTablePartition(StringSource):
                 reader = pacsv.open_csv(
                     f,
                     read_options=pacsv.ReadOptions(use_threads=False, encoding=self.options.encoding),
-                    parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                    # .tsv: tab-separated (a text column full of commas must not be split on them)
+                    parse_options=pacsv.ParseOptions(newlines_in_values=True, delimiter=_delimiter(self.url)),
                     convert_options=pacsv.ConvertOptions(column_types=types),
                 )
                 for batch in reader:
@@ -238,3 +239,6 @@ def text_partitions(
     return parts
 
 
+def _delimiter(url: str) -> str:
+    """A text table's field separator by its name: tab for ``.tsv`` (optionally compressed), else comma."""
+    return "\t" if re.search(r"\.tsv(\.gz|\.bz2|\.xz)?$", url.lower()) else ","
