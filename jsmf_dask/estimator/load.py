@@ -9,7 +9,7 @@ from jsmf_dask.estimator.model import RectifiedAnchorWords
 from jsmf_dask.estimator.stored import fitted_state, saved_state
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join
-from jsmf_dask.io.model_store import list_models, open_model
+from jsmf_dask.io.model_store import chosen_model, open_model
 from jsmf_dask.io.saved_model import is_saved_model
 
 __all__ = ["load_model"]
@@ -50,11 +50,7 @@ def load_model(root_or_path: str | os.PathLike, name: str | None = None):
         raise StoreError(f"{url}: neither a saved model (RectifiedAnchorWords.save writes one) nor a run root with "
                          "fitted models (model.zarr)")
     check_name(name, "name", "load_model", allow_none=True)
-    names = list_models(url)
-    if name is None:
-        if len(names) != 1:
-            raise StoreError(f"{url}: choose a model with name=...; fitted models: {names or 'none'}")
-        name = names[0]
+    name = chosen_model(url, name, option="name=...")
     stored = open_model(url, name)
     spectral = stored.attrs.get("source", {}).get("name") if "alpha" in stored.arrays else None
     params = stored.attrs.get("params", {})

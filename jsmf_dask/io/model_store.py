@@ -29,7 +29,7 @@ from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, zarr_store
 
 __all__ = ["low_rank_rectified", "stored_rectified", "model_path", "topics_path", "ensure_model_group",
-           "write_array", "write_arrays", "FittedModel", "open_model", "list_models"]
+           "write_array", "write_arrays", "FittedModel", "open_model", "list_models", "chosen_model"]
 
 _CONFIG = {"write_empty_chunks": True}
 SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective", "alpha",
@@ -109,6 +109,23 @@ def open_model(root: str, name: str) -> FittedModel:
     arrays = {k: group[k][...] for k in SMALL if k in group}
     trace = {k: group["trace"][k][...] for k in group["trace"].array_keys()} if "trace" in group else {}
     return FittedModel(url, name, attrs, arrays, trace, group, root)
+
+
+def chosen_model(root: str, name: str | None, *, option: str = "--model") -> str:
+    """``name``, or the root's only model when it is None.
+
+    Raises
+    ------
+    StoreError
+        If ``name`` is None and the root holds no model or several (naming them and ``option``, the way to
+        choose).
+    """
+    if name is not None:
+        return name
+    names = list_models(root)
+    if len(names) != 1:
+        raise StoreError(f"{root}: choose a model with {option}; fitted models: {names or 'none'}")
+    return names[0]
 
 
 def list_models(root: str) -> list[str]:

@@ -19,9 +19,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from jsmf_dask._validation import check_int, check_name, check_option
-from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join, join_under, staged_output
-from jsmf_dask.io.model_store import list_models, open_model
+from jsmf_dask.io.model_store import chosen_model, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.pipeline.fit_model import topic_labels
 
@@ -89,11 +88,7 @@ def export(root: str, *, model: str | None = None, format: str = "csv", top: int
     check_name(model, "model", "export", allow_none=True)
     check_option(format, "format", "export", EXPORT_FORMATS)
     check_int(top, "top", "export", low=1, allow_none=True)
-    names = list_models(root)
-    if model is None:
-        if len(names) != 1:
-            raise StoreError(f"{root}: choose a model with --model; fitted models: {names or 'none'}")
-        model = names[0]
+    model = chosen_model(root, model)
     fitted = open_model(root, model)
     corpus = corpus_dir(root)
     words = display_words(corpus, read_vocabulary(corpus).column("word").to_pylist())

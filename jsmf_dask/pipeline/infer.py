@@ -18,7 +18,7 @@ from jsmf_dask import _progress
 from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output, write_file
-from jsmf_dask.io.model_store import list_models, open_model
+from jsmf_dask.io.model_store import chosen_model, list_models, open_model
 from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_vocabulary
 from jsmf_dask.pipeline.fit_model import topic_labels
@@ -67,13 +67,9 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     """
     check_name(model, "model", "infer", allow_none=True)
     root = os.fspath(root)
-    names = list_models(root)
-    if not names:
+    if not list_models(root):
         raise StoreError(f"{root}: no fitted models under model.zarr; run `jsmf fit` first")
-    if model is None:
-        if len(names) != 1:
-            raise StoreError(f"{root}: choose a model with --model; fitted models: {names or 'none'}")
-        model = names[0]
+    model = chosen_model(root, model)
     fitted = open_model(root, model)
     B = fitted.arrays["B"]
     corpus = corpus_dir(root)

@@ -24,7 +24,7 @@ from jsmf_dask._validation import check_name, check_option
 from jsmf_dask.cluster import Work, choose_engine
 from jsmf_dask.exceptions import InputError, StoreError
 from jsmf_dask.io.fs import check_under, get_fs, join, remove, staged_output, total_bytes, write_file
-from jsmf_dask.io.model_store import list_models, open_model
+from jsmf_dask.io.model_store import chosen_model, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.io.sources import RatingsColumns
 from jsmf_dask.kernels.infer import model_prior
@@ -112,11 +112,7 @@ def transform(root: str, inputs: Sequence[str], *, output: str, model: str | Non
         check_option(format, "format", "transform", INPUT_FORMATS)
     if not inputs:
         raise InputError("transform: no input files given")
-    names = list_models(root)
-    if model is None:
-        if len(names) != 1:
-            raise StoreError(f"{root}: choose a model with --model; fitted models: {names or 'none'}")
-        model = names[0]
+    model = chosen_model(root, model)
     fitted = open_model(root, model)
     B, alpha = fitted.arrays["B"], model_prior(fitted.arrays)
     corpus = corpus_dir(root)
