@@ -35,6 +35,7 @@ __all__ = [
     "term_statistics",
     "staged_files",
     "TermMapping",
+    "mapped_entries",
     "ShardResult",
     "write_curated_shards",
 ]
@@ -215,15 +216,20 @@ class ShardResult:
     tf: np.ndarray
 
 
+def mapped_entries(table: pa.Table, mapping: TermMapping) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A raw block's entries as ``(document row, word id or −1, count)`` arrays (:class:`TermMapping`)."""
+    terms = table.column("terms").combine_chunks()
+    parent = pc.list_parent_indices(terms).to_numpy()
+    counts = table.column("counts").combine_chunks().flatten().to_numpy().astype(np.int64)
+    return parent, mapping(terms.flatten()), counts
+
+
 def _write_curated(
     item, mapping: TermMapping, corpus: str, min_doc_tokens: int, min_doc_words: int, row_group_size: int
 ) -> ShardResult:
     index, raw_url = item
     table = read_table(raw_url)
-    terms = table.column("terms").combine_chunks()
-    parent = pc.list_parent_indices(terms).to_numpy()
-    ids = mapping(terms.flatten())
-    counts = table.column("counts").combine_chunks().flatten().to_numpy().astype(np.int64)
+    parent, ids, counts = mapped_entries(table, mapping)
     keep = ids >= 0
     ids, counts, parent = ids[keep], counts[keep], parent[keep]
     # by document, then word: one argsort of a combined key (unique: a document lists a word once) is 5x

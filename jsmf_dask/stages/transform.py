@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import dask
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import scipy.sparse as sps
 from dask.base import tokenize
 
@@ -16,7 +15,7 @@ from jsmf_dask.io.parquet import shard_name
 from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.io.scratch import read_table, write_table
 from jsmf_dask.kernels.infer import document_topics
-from jsmf_dask.stages.ingest import TermMapping
+from jsmf_dask.stages.ingest import TermMapping, mapped_entries
 
 __all__ = ["TransformedBlock", "transform_tasks"]
 
@@ -34,10 +33,7 @@ class TransformedBlock:
 def _transform_block(raw_url: str, mapping: TermMapping, model: tuple[np.ndarray, np.ndarray],
                      out_url: str) -> TransformedBlock:
     table = read_table(raw_url)
-    terms = table.column("terms").combine_chunks()
-    parent = pc.list_parent_indices(terms).to_numpy()
-    ids = mapping(terms.flatten())
-    counts = table.column("counts").combine_chunks().flatten().to_numpy().astype(np.int64)
+    parent, ids, counts = mapped_entries(table, mapping)
     known = ids >= 0
     n_rows = table.num_rows
     kept = np.bincount(parent[known], weights=counts[known], minlength=n_rows).astype(np.int64)
