@@ -103,3 +103,47 @@ def test_the_kernels_choices_are_the_tables():
 
     assert parameter("fit", "solver").choices == SOLVERS
     assert parameter("refine", "method").choices == METHODS
+
+
+#: CLI options whose default lives in jsmf.yaml (execution tuning): flag → its key under ``jsmf``.
+_CONFIG_BACKED = {("ingest", "--docs-per-shard"): "ingest.docs-per-shard",
+                  ("ingest", "--row-group-size"): "ingest.row-group-size",
+                  ("cooccur", "--tile-size"): "cooccur.tile-size"}
+
+
+def test_every_help_default_is_the_codes():
+    """Each "(default: X)" in a command's help equals the default the code applies: the option's own default,
+    jsmf.yaml's for execution tuning, the parameter table's for algorithm parameters."""
+    import re
+
+    from jsmf_dask import config
+    from jsmf_dask.cli_parser import build_parser
+
+    def same(shown: str, value) -> bool:
+        if isinstance(value, list | tuple):
+            value = ",".join(map(str, value))
+        try:
+            return float(shown) == float(value)
+        except (TypeError, ValueError):
+            return shown == str(value)
+
+    table = {p.cli_flag: p for p in PARAMETERS}
+    checked = 0
+    for command, sub in build_parser().command_parsers.items():
+        for action in sub._actions:
+            m = re.search(r"\(default: ([^);]*)", action.help or "")
+            if not m or not action.option_strings:
+                continue
+            shown, flag = m.group(1).strip(), action.option_strings[-1]
+            if " " in shown:
+                continue  # stated in words ("the shipped English list", "$DASK_SCHEDULER_ADDRESS, else auto")
+            if (command, flag) in _CONFIG_BACKED:
+                assert same(shown, config._default(_CONFIG_BACKED[command, flag])), (command, flag, shown)
+            elif action.default not in (None, False, argparse.SUPPRESS):
+                assert same(shown, action.default), (command, flag, shown, action.default)
+            elif flag in table and table[flag].default is not None and table[flag].default_text is None:
+                assert same(shown, table[flag].default), (command, flag, shown)
+            else:
+                continue  # a default the input decides ("all", "none", "k<K>-<rectifier>")
+            checked += 1
+    assert checked >= 30
