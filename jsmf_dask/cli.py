@@ -50,6 +50,7 @@ def _run_ingest(args: argparse.Namespace) -> list[str]:
         append=args.append,
         encoding=args.encoding,
         labels=args.labels,
+        strip=args.strip,
     )
     return report.lines()
 

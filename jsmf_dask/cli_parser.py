@@ -10,6 +10,7 @@ import argparse
 
 from jsmf_dask import __version__
 from jsmf_dask.parameters import (
+    STRIPS,
     INPUT_FORMATS,
     REFINED_FIT_ITERATIONS,
     SYNTH_PRIORS,
@@ -137,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--item-column", help="ratings: item column (default: second column)")
     p.add_argument("--rating-column", help="ratings: rating column (default: third column)")
     p.add_argument("--delimiter", default=",", help="baskets: item separator (default: ,)")
+    p.add_argument("--strip", choices=STRIPS,
+                   help="text: remove each document's e-mail header block, quoted replies (> lines and the "
+                   "'... writes:' line) and signature (after a line of dashes) before tokenising")
     p.add_argument("--labels", metavar="FILE",
                    help="CSV (or .tsv) with a header: item id, then its label (e.g. MovieLens movies.csv); topics and "
                    "reports show the labels instead of bare ids")

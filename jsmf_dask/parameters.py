@@ -20,7 +20,7 @@ from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError
 
 __all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_options", "INPUT_FORMATS",
-           "SYNTH_PRIORS", "SYNTH_TOPICS_FROM", "compare_methods", "REFINED_FIT_ITERATIONS", "TOPICS_VOCAB_SIZE"]
+           "STRIPS", "SYNTH_PRIORS", "SYNTH_TOPICS_FROM", "compare_methods", "REFINED_FIT_ITERATIONS", "TOPICS_VOCAB_SIZE"]
 
 #: AP/ENN cycles of a fit that ``refine`` corrects afterwards (``jsmf run`` when a refine table names the
 #: fit, ``jsmf topics``), in place of the paper's 150 where the spectral model is the result. Measured by
@@ -32,6 +32,8 @@ TOPICS_VOCAB_SIZE = 5000
 
 #: ``ingest``'s input formats (``auto``: by file name and content).
 INPUT_FORMATS = ("auto", "uci", "text", "ratings", "baskets")
+#: What ``ingest --strip`` removes from raw text before tokenising (:func:`jsmf_dask.io.sources.tokenize.strip_email`).
+STRIPS = ("email",)
 #: ``synth``'s document-topic priors and the ways it draws B's columns.
 SYNTH_PRIORS = ("dirichlet", "correlated")
 SYNTH_TOPICS_FROM = ("separable", "dirichlet")

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InputError, InvalidParameterError
-from jsmf_dask.parameters import INPUT_FORMATS
+from jsmf_dask.parameters import INPUT_FORMATS, STRIPS
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output, total_bytes
 from jsmf_dask.io.parquet import (
     corpus_dir,
@@ -140,6 +140,7 @@ def ingest(
     append: bool = False,
     encoding: str = "utf-8",
     labels: str | None = None,
+    strip: str | None = None,
 ) -> IngestReport:
     """Read raw input, curate the vocabulary and write the corpus under ``<root>/corpus``.
 
@@ -197,6 +198,9 @@ def ingest(
         and second its label, e.g. MovieLens ``movies.csv`` (``movieId,title``).
         Stored as ``corpus/labels.parquet``; topics, reports and the CLI show
         the labels. An append keeps the corpus's labels unless new ones are given.
+    strip : {'email'}, optional
+        Text input: remove each document's e-mail header block, quoted replies
+        and signature before tokenising (:func:`~jsmf_dask.io.sources.tokenize.strip_email`).
 
     Returns
     -------
@@ -244,6 +248,8 @@ def ingest(
             raise InvalidParameterError("vocab_size applies to a new corpus; an append keeps the existing vocabulary")
         existing = existing_corpus(corpus_dir(root))
 
+    if strip is not None:
+        check_option(strip, "strip", "ingest", STRIPS)
     label_map = read_labels(labels, encoding=encoding) if labels is not None else None  # checked before any work
     choose_engine(Work(input_bytes=total_bytes(inputs)))
     with staged_output(corpus_dir(root), root=root, overwrite=overwrite or append) as tmp:
@@ -253,7 +259,7 @@ def ingest(
         partitions, source_words = input_partitions(
             format, inputs, scratch, vocab=vocab, doc_ids=doc_ids, text_column=text_column,
             id_column=id_column, min_word_length=min_word_length, ratings_columns=ratings_columns,
-            delimiter=delimiter, block_size=docs_per_shard, encoding=encoding,
+            delimiter=delimiter, block_size=docs_per_shard, encoding=encoding, strip=strip,
         )
         n_terms = len(source_words) if source_words is not None else None
         staged = stage_raw_blocks(partitions, scratch, n_terms)
@@ -375,7 +381,7 @@ def ingest(
                     "row_group_size": row_group_size, "docs_per_shard": docs_per_shard,
                     # how documents were read and tokenised: `jsmf transform` reads new ones the same way
                     "reading": {"format": format, "min_word_length": min_word_length, "text_column": text_column,
-                                "id_column": id_column, "delimiter": delimiter, "encoding": encoding,
+                                "id_column": id_column, "delimiter": delimiter, "encoding": encoding, "strip": strip,
                                 "ratings_columns": asdict(ratings_columns)}}
         if existing is not None:  # the first ingest stays the manifest's head; appends are listed after it
             manifest = dict(existing.manifest)

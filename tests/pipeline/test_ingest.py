@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jsmf_dask import ingest
+from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.parquet import list_blocks, read_block, read_vocabulary
 from tests.conftest import REUTERS_DOCWORD, read_uci, write_uci
 
@@ -290,3 +291,44 @@ def test_baskets_and_ratings_keep_short_documents_by_default(tmp_path):
     ratings.write_text("user,item,rating\n1,a,5\n1,b,4\n2,a,3\n3,c,1\n3,a,2\n")
     r = ingest(tmp_path / "r", [str(ratings)], format="ratings")
     assert (r.min_doc_tokens, r.min_doc_words) == (2, 2) and r.n_docs == 2  # user 2 rated one item
+
+
+POST = """From: someone@example.org (Some One)
+Subject: Re: graphics cards
+Organization: Example University
+Lines: 9
+NNTP-Posting-Host: news.example.org
+
+In article <1993Apr5.1234@example.com>, other@example.com writes:
+> Which cards render polygons fastest?
+> Any benchmarks?
+
+Polygon rendering benchmarks favour cards with wide memory buses.
+|Older quoting style also counts.
+--
+Some One, Example University   phone 555 0100
+"""
+BODY = {"polygon": 1, "rendering": 1, "benchmarks": 1, "favour": 1, "cards": 1, "wide": 1, "memory": 1,
+        "buses": 1}
+
+
+def test_strip_email_keeps_exactly_the_body(tmp_path):
+    """--strip email: the header block, the attribution and quoted lines, and the signature are gone; the
+    stored tokens are exactly the body's (stop words removed as always). Recorded for `jsmf transform`."""
+    from jsmf_dask.io.sources.tokenize import count_tokens, strip_email
+
+    assert dict(count_tokens(strip_email(POST), stopwords={"with"})) == BODY
+    src = tmp_path / "posts"
+    src.mkdir()
+    (src / "1.txt").write_text(POST)
+    (src / "2.txt").write_text(POST.replace("Polygon rendering", "Texture mapping"))
+    ingest(tmp_path / "run", [str(src)], min_doc_tokens=2, min_doc_words=1, strip="email")
+    docs = stored_docs(tmp_path / "run")
+    assert docs["1.txt"] == BODY
+    assert set(docs["2.txt"]) == set(BODY) - {"polygon", "rendering"} | {"texture", "mapping"}
+    manifest = json.loads((tmp_path / "run" / "corpus" / "_ingest.json").read_text())
+    assert manifest["reading"]["strip"] == "email"
+    ingest(tmp_path / "plain", [str(src)], min_doc_tokens=2, min_doc_words=1)  # without it, headers are words
+    assert {"nntp", "posting", "organization", "writes"} <= set(stored_docs(tmp_path / "plain")["1.txt"])
+    with pytest.raises(InvalidParameterError, match="'strip' parameter of ingest must be a str among"):
+        ingest(tmp_path / "bad", [str(src)], strip="mail")

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.sources._common import ReadSummary, StringSource, decode_text, open_input, text_lines
-from jsmf_dask.io.sources.tokenize import count_tokens
+from jsmf_dask.io.sources.tokenize import count_tokens, strip_email
 
 __all__ = ["TextOptions", "TextTablePartition", "TextFilesPartition", "TarballPartition", "text_partitions"]
 
@@ -27,9 +27,12 @@ class TextOptions:
 
     min_word_length: int = 3
     encoding: str = "utf-8"
+    strip: str | None = None  # "email": headers, quoted replies and signatures removed first
 
     def count(self, text: str) -> Counter[str]:
         """Token counts of one document."""
+        if self.strip == "email":
+            text = strip_email(text)
         return count_tokens(text, min_length=self.min_word_length)
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Collection
 from functools import lru_cache
 
-__all__ = ["tokenize", "count_tokens"]
+__all__ = ["tokenize", "count_tokens", "strip_email"]
 
 # Runs of letters (any script); digits, underscores, punctuation, DEL (0x7F)
 # and the replacement character all separate tokens.
@@ -41,6 +41,36 @@ def tokenize(text: str, *, min_length: int = 3) -> list[str]:
     ['the', 'cat', 'hats', 'and', 'gates']
     """
     return _words_of_at_least(min_length).findall(text.lower())
+
+
+_HEADER_LINE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*:")
+_ATTRIBUTION = re.compile(r"(writes|wrote|said)\s*:\s*$", re.IGNORECASE)
+_QUOTED = re.compile(r"^\s*[>|]")
+_SIGNATURE = re.compile(r"^--+\s*$")
+
+
+def strip_email(text: str) -> str:
+    r"""An e-mail or newsgroup post without its header block, quoted replies and signature.
+
+    The header block is the leading run of ``Name: value`` lines (with their
+    indented continuations) up to the first blank line; quoted lines start
+    with ``>`` or ``|``, with the attribution line before them (``… writes:``);
+    the signature is everything after the last line of dashes (``--``).
+
+    Examples
+    --------
+    >>> strip_email("From: a@b\nSubject: x\n\nBody text\n> quoted\n-- \nSig")
+    'Body text'
+    """
+    lines = text.splitlines()
+    if lines and _HEADER_LINE.match(lines[0]):
+        end = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+        lines = lines[end + 1:]
+    cut = max((i for i, line in enumerate(lines) if _SIGNATURE.match(line)), default=None)
+    if cut is not None:
+        lines = lines[:cut]
+    kept = [line for line in lines if not _QUOTED.match(line) and not _ATTRIBUTION.search(line)]
+    return "\n".join(kept).strip()
 
 
 def count_tokens(
