@@ -51,6 +51,7 @@ def _run_ingest(args: argparse.Namespace) -> list[str]:
         encoding=args.encoding,
         labels=args.labels,
         strip=args.strip,
+        header=args.header,
     )
     return report.lines()
 

@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--item-column", help="ratings: item column (default: second column)")
     p.add_argument("--rating-column", help="ratings: rating column (default: third column)")
     p.add_argument("--delimiter", default=",", help="baskets: item separator (default: ,)")
+    p.add_argument("--no-header", dest="header", action="store_false",
+                   help="CSV/TSV text tables: the first line is data; name columns by position "
+                   "(--text-column 2 --id-column 1)")
     p.add_argument("--strip", choices=STRIPS,
                    help="text: remove each document's e-mail header block, quoted replies (> lines and the "
                    "'... writes:' line) and signature (after a line of dashes) before tokenising")

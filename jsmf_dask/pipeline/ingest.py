@@ -141,6 +141,7 @@ def ingest(
     encoding: str = "utf-8",
     labels: str | None = None,
     strip: str | None = None,
+    header: bool = True,
 ) -> IngestReport:
     """Read raw input, curate the vocabulary and write the corpus under ``<root>/corpus``.
 
@@ -201,6 +202,9 @@ def ingest(
     strip : {'email'}, optional
         Text input: remove each document's e-mail header block, quoted replies
         and signature before tokenising (:func:`~jsmf_dask.io.sources.tokenize.strip_email`).
+    header : bool, default=True
+        CSV/TSV text tables: False when the first line is data; the columns
+        are then named by position, ``"1"``, ``"2"``, … (``text_column="2"``).
 
     Returns
     -------
@@ -259,7 +263,7 @@ def ingest(
         partitions, source_words = input_partitions(
             format, inputs, scratch, vocab=vocab, doc_ids=doc_ids, text_column=text_column,
             id_column=id_column, min_word_length=min_word_length, ratings_columns=ratings_columns,
-            delimiter=delimiter, block_size=docs_per_shard, encoding=encoding, strip=strip,
+            delimiter=delimiter, block_size=docs_per_shard, encoding=encoding, strip=strip, header=header,
         )
         n_terms = len(source_words) if source_words is not None else None
         staged = stage_raw_blocks(partitions, scratch, n_terms)
@@ -382,6 +386,7 @@ def ingest(
                     # how documents were read and tokenised: `jsmf transform` reads new ones the same way
                     "reading": {"format": format, "min_word_length": min_word_length, "text_column": text_column,
                                 "id_column": id_column, "delimiter": delimiter, "encoding": encoding, "strip": strip,
+                                "header": header,
                                 "ratings_columns": asdict(ratings_columns)}}
         if existing is not None:  # the first ingest stays the manifest's head; appends are listed after it
             manifest = dict(existing.manifest)

@@ -132,7 +132,7 @@ def uci_vocab_for(docword: str) -> str:
 
 
 def input_partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id_column, min_word_length,
-                ratings_columns, delimiter, block_size, encoding, strip=None):
+                ratings_columns, delimiter, block_size, encoding, strip=None, header=True):
     if format == "uci":
         if vocab is None:
             vocabs = {uci_vocab_for(u) for u in inputs}
@@ -143,7 +143,7 @@ def input_partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id
     if format == "text":
         parts = text_partitions(
             inputs, text_column=text_column, id_column=id_column,
-            options=TextOptions(min_word_length=min_word_length, encoding=encoding, strip=strip),
+            options=TextOptions(min_word_length=min_word_length, encoding=encoding, strip=strip, header=header),
             block_size=block_size,
             files_per_partition=config.get("ingest.files-per-partition"),
         )

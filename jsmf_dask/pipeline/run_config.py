@@ -69,7 +69,7 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "text_column": (_STR, False), "id_column": (_STR, False), "stopwords": (_STR + _BOOL, False),
         **_table_specs("ingest"), "delimiter": (_STR, False), "docs_per_shard": (_INT, False),
         "row_group_size": (_INT, False), "append": (_BOOL, False), "encoding": (_STR, False),
-        "labels": (_STR, False), "strip": (_STR, False),
+        "labels": (_STR, False), "strip": (_STR, False), "header": (_BOOL, False),
     },
     "cooccur": {**_table_specs("cooccur"), "tile_size": (_INT, False), "codoc": (_BOOL, False),
                 "batch_nnz": (_INT, False), "update": (_BOOL, False)},

@@ -38,7 +38,7 @@ __all__ = ["TransformReport", "transform", "reading_settings"]
 
 #: How ``ingest`` reads documents when its manifest does not say (corpora ingested before it was recorded).
 DEFAULT_READING = {"format": "auto", "min_word_length": 3, "text_column": "text", "id_column": None,
-                   "delimiter": ",", "encoding": "utf-8", "ratings_columns": {}, "strip": None}
+                   "delimiter": ",", "encoding": "utf-8", "ratings_columns": {}, "strip": None, "header": True}
 #: Documents without a known word named in the report (all are counted).
 SHOWN_EMPTY = 5
 
@@ -136,7 +136,7 @@ def transform(root: str, inputs: Sequence[str], *, output: str, model: str | Non
             id_column=reading["id_column"], min_word_length=reading["min_word_length"],
             ratings_columns=RatingsColumns(**reading["ratings_columns"]), delimiter=reading["delimiter"],
             block_size=int(config.get("ingest.docs-per-shard")), encoding=reading["encoding"],
-            strip=reading["strip"])
+            strip=reading["strip"], header=reading["header"])
         (infos,) = _progress.compute(staged_files(stage_raw_blocks(
             partitions, scratch, len(source_words) if source_words is not None else None)))
         raw_files = [url for info in infos for url, _ in info.files]

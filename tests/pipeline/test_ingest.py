@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from jsmf_dask import ingest
-from jsmf_dask.exceptions import InvalidParameterError
+from jsmf_dask.exceptions import InputError, InvalidParameterError
 from jsmf_dask.io.parquet import list_blocks, read_block, read_vocabulary
 from tests.conftest import REUTERS_DOCWORD, read_uci, write_uci
 
@@ -332,3 +332,19 @@ def test_strip_email_keeps_exactly_the_body(tmp_path):
     assert {"nntp", "posting", "organization", "writes"} <= set(stored_docs(tmp_path / "plain")["1.txt"])
     with pytest.raises(InvalidParameterError, match="'strip' parameter of ingest must be a str among"):
         ingest(tmp_path / "bad", [str(src)], strip="mail")
+
+
+def test_headerless_tsv_with_numbered_columns(tmp_path):
+    """--no-header: the first line is a document; --text-column 3 --id-column 1 name columns by position."""
+    path = tmp_path / "docs.tsv"
+    path.write_text("".join(f"{name}\t2024\t{text.replace('.', ',')}\n" for name, text in TEXTS.items()))
+    ingest(tmp_path / "run", [str(path)], header=False, text_column="3", id_column="1", min_doc_tokens=2,
+           min_doc_words=1)
+    assert stored_docs(tmp_path / "run") == EXPECTED  # the first line too
+    from jsmf_dask.cli import main
+
+    assert main(["ingest", str(tmp_path / "cli"), str(path), "--no-header", "--text-column", "3", "--id-column",
+                 "1", "--min-doc-tokens", "2", "--min-doc-words", "1", "--quiet"]) == 0
+    assert stored_docs(tmp_path / "cli") == EXPECTED
+    with pytest.raises(InputError, match=r"no column '4' \(columns: \['1', '2', '3'\]\)"):
+        ingest(tmp_path / "bad", [str(path)], header=False, text_column="4")

@@ -28,6 +28,7 @@ class TextOptions:
     min_word_length: int = 3
     encoding: str = "utf-8"
     strip: str | None = None  # "email": headers, quoted replies and signatures removed first
+    header: bool = True  # CSV/TSV: False: the first line is data; columns are named "1", "2", ...
 
     def count(self, text: str) -> Counter[str]:
         """Token counts of one document."""
@@ -93,18 +94,25 @@ class TextTablePartition(StringSource):
                 raise InputError(f"{self.url}: cannot read as Parquet: {err}") from err
             yield self.row_offset, table
             return
-        types = {c: pa.string() for c in filter(None, (self.text_column, self.id_column))}
+        header = self.options.header
+        # headerless: pyarrow names the columns f0, f1, ...; they are given (and shown) as "1", "2", ...
+        types = {(c if header or not c.isdigit() else f"f{int(c) - 1}"): pa.string()
+                 for c in filter(None, (self.text_column, self.id_column))}
         start = 0
         try:
             with fs.open(path, "rb", compression="infer") as f:
                 reader = pacsv.open_csv(
                     f,
-                    read_options=pacsv.ReadOptions(use_threads=False, encoding=self.options.encoding),
+                    read_options=pacsv.ReadOptions(use_threads=False, encoding=self.options.encoding,
+                                                   autogenerate_column_names=not header),
                     # .tsv: tab-separated (a text column full of commas must not be split on them)
                     parse_options=pacsv.ParseOptions(newlines_in_values=True, delimiter=_delimiter(self.url)),
                     convert_options=pacsv.ConvertOptions(column_types=types),
                 )
                 for batch in reader:
+                    if not header:
+                        batch = pa.RecordBatch.from_arrays(batch.columns,
+                                                           names=[str(i + 1) for i in range(batch.num_columns)])
                     yield start, batch
                     start += batch.num_rows
         except pa.ArrowInvalid as err:
