@@ -21,6 +21,7 @@ from typing import Any
 
 from jsmf_dask.parameters import REFINED_FIT_ITERATIONS, parameter
 from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
 from jsmf_dask.io.model_store import model_path
 from jsmf_dask.pipeline.cooccur import cooccur
@@ -78,7 +79,8 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
     ----------
     config : RunConfig or str
     force : bool, default=False
-        Redo every stage even when its marker matches.
+        Redo every stage even when its marker matches, and replace outputs no run of this root wrote
+        (without it, such an output is an error: a config never silently replaces a user's work).
     log : callable, optional
         Called with one line as each stage starts and ends.
 
@@ -91,12 +93,16 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
     say = log or (lambda line: None)
     outcomes: list[StageOutcome] = []
 
-    def stage(name: str, fp: str, output: str, params: dict[str, Any], action: Callable[[], list[str]]) -> str:
+    def stage(name: str, fp: str, output: str, params: dict[str, Any], action: Callable[[], list[str]], *,
+              extends: bool = False) -> str:
         marker = read_marker(root, name)
         if not force and marker is not None and marker.get("fingerprint") == fp and _exists(output):
             outcomes.append(StageOutcome(name, "skipped", 0.0, fp, []))
             say(outcomes[-1].line())
             return fp
+        if not force and marker is None and not extends and _exists(output):
+            raise StoreError(f"{output}: exists, but no `jsmf run` of this root wrote it (stage {name!r} has no "
+                             "record): rerun with --force to replace it, or give the config another root")
         say(f"[{name}] running")
         t0 = time.perf_counter()
         lines = action()
@@ -117,11 +123,13 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
             kwargs["stopwords"] = None
         digests = [input_digest(u) for u in _input_files(kwargs)]
         ingest_fp = stage("ingest", fingerprint("ingest", kwargs, digests), join(root, "corpus"), kwargs,
-                          lambda: ingest(root, overwrite=not kwargs.get("append"), **kwargs).lines())
+                          lambda: ingest(root, overwrite=not kwargs.get("append"), **kwargs).lines(),
+                          extends=bool(kwargs.get("append")))
     cooc_fp = upstream("cooccur")
     if (params := cfg.stage("cooccur")) is not None:
         cooc_fp = stage("cooccur", fingerprint("cooccur", params, ingest_fp), join(root, "cooc.zarr"), params,
-                        lambda: cooccur(root, overwrite=not params.get("update"), **params).lines())
+                        lambda: cooccur(root, overwrite=not params.get("update"), **params).lines(),
+                        extends=bool(params.get("update")))
     fit_fps: dict[str, str] = {}
     refined = {table["model"] for table in cfg.stage("refine") or []}
     for params in cfg.stage("fit") or []:

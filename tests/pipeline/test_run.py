@@ -216,3 +216,18 @@ def test_nightly_append_config_runs_once_per_input(tmp_path):
     # the same night retried: nothing is appended twice
     assert _status(run(nightly)) == {"ingest": "skipped", "cooccur": "skipped", "fit-k5-ap": "skipped"}
     assert open_cooccurrence(f"{tmp_path}/run/cooc.zarr").attrs["n_docs"] == n_after
+
+
+def test_run_refuses_to_replace_outputs_it_did_not_write(tmp_path, capsys, monkeypatch):
+    """A root made by the four commands (or `make demo`): `jsmf run` on it stops before replacing any of their
+    outputs and says how to; --force replaces them; an append or update stage extends its output as meant."""
+    config = _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["ingest", "run", "docword.reuters395.txt.gz", "--vocab-size", "400", "--quiet"]) == 0
+    before = listing(tmp_path)
+    assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "corpus: exists, but no `jsmf run` of this root wrote it (stage 'ingest' has no record)" in err
+    assert "--force" in err and listing(tmp_path) == before  # nothing replaced, nothing written
+    assert main(["run", str(config), "--scheduler", "synchronous", "--quiet", "--force"]) == 0
+    assert "6 stage(s) ran" in capsys.readouterr().out
