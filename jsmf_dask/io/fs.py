@@ -79,6 +79,19 @@ def _resolved(url: str) -> tuple[str, str]:
     return protocol, posixpath.normpath("/" + path.lstrip("/"))
 
 
+def parent_url(url: str) -> str:
+    """The directory ``url`` lies in (``"."`` for a bare name): the root a staged output outside any run root
+    is checked against (:func:`staged_output`)."""
+    url = os.fspath(url).rstrip("/")
+    return url.rsplit("/", 1)[0] if "/" in url else "."
+
+
+def make_dir(url: str) -> None:
+    """Create the directory ``url`` (and its parents) if missing."""
+    fs, path = get_fs(url)
+    fs.makedirs(path, exist_ok=True)
+
+
 def check_under(root: str, url: str) -> str:
     """``url`` itself, after checking that it lies strictly inside the run root ``root``.
 

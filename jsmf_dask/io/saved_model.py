@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import zarr
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import check_committed, get_fs, join, staged_output
+from jsmf_dask.io.fs import check_committed, get_fs, join, parent_url, staged_output
 from jsmf_dask.io.model_store import write_arrays
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.io.schema import SCHEMA_VERSION
@@ -53,10 +53,7 @@ def write_saved_model(url: str, arrays: dict[str, np.ndarray], attrs: dict[str, 
         If ``url`` exists and ``overwrite`` is False.
     """
     url = os.fspath(url).rstrip("/")
-    parent = url.rsplit("/", 1)[0] if "/" in url else "."
-    fs, path = get_fs(parent)
-    fs.makedirs(path, exist_ok=True)
-    with staged_output(url, root=parent, overwrite=overwrite) as tmp:
+    with staged_output(url, root=parent_url(url), overwrite=overwrite) as tmp:  # creates the parent too
         group_url = join(tmp, _ARRAYS)
         zarr.open_group(zarr_store(group_url), mode="w", zarr_format=3)
         write_arrays(group_url, arrays)

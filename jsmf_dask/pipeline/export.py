@@ -96,8 +96,7 @@ def export(root: str, *, model: str | None = None, format: str = "csv", top: int
                            fitted.arrays.get("alpha"), words, top)
     out = join_under(root, "export", f"{model}-{format}")
     with staged_output(out, root=root, overwrite=overwrite) as tmp:
-        fs, path = get_fs(tmp)
-        fs.makedirs(path, exist_ok=True)
+        fs = get_fs(tmp)[0]
         if format == "json":
             document = {"model": model, "n_topics": int(fitted.arrays["B"].shape[1])} | \
                 {name: table.to_pylist() for name, table in tables.items()}

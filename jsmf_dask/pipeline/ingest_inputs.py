@@ -35,7 +35,7 @@ from jsmf_dask.io.sources import (
 )
 from jsmf_dask.stages.ingest import partition_ratings
 
-__all__ = ["MANIFEST", "AppendTarget", "detect_format", "uci_vocab_for", "existing_corpus", "link_existing",
+__all__ = ["MANIFEST", "read_manifest", "AppendTarget", "detect_format", "uci_vocab_for", "existing_corpus", "link_existing",
            "input_partitions"]
 
 #: The corpus's record of what each ingest read (JSON beside the shards).
@@ -88,15 +88,20 @@ class AppendTarget:
     labels: dict[str, str] | None = None
 
 
+def read_manifest(corpus: str) -> dict:
+    """The corpus's ``_ingest.json`` (empty when absent: a corpus not written by ``ingest``)."""
+    fs, path = get_fs(join(corpus, MANIFEST))
+    if not fs.exists(path):
+        return {}
+    with fs.open(path) as f:
+        return json.load(f)
+
+
 def existing_corpus(corpus: str) -> AppendTarget:
     vocab = read_vocabulary(corpus)
     shards = sorted({b.path for b in list_blocks(corpus)})
     numbers = [int(m.group(1)) for u in shards if (m := re.match(r"part-(\d+)\.parquet$", posixpath.basename(u)))]
-    fs, path = get_fs(join(corpus, MANIFEST))
-    manifest = {}
-    if fs.exists(path):
-        with fs.open(path) as f:
-            manifest = json.load(f)
+    manifest = read_manifest(corpus)
     words = vocab.column("word").to_pylist()
     shown = display_words(corpus, words)
     labels = {w: lab for w, lab in zip(words, shown, strict=True) if lab != w} or None

@@ -18,7 +18,7 @@ import scipy.sparse as sps
 
 from jsmf_dask import _progress, config
 from jsmf_dask.exceptions import InputError
-from jsmf_dask.io.fs import get_fs, staged_output
+from jsmf_dask.io.fs import staged_output
 from jsmf_dask.io.parquet import corpus_dir, write_vocabulary
 from jsmf_dask.stages.matrix import count_rows, matrix_shard_tasks
 
@@ -86,10 +86,7 @@ def ingest_matrix(root: str, X, *, words: list[str] | None = None, rows_per_shar
                          f"({len(set(words))} distinct)")
     blocks, first_rows = _row_blocks(X, rows_per_shard or int(config.get("ingest.docs-per-shard")))
     row_group_size = int(config.get("ingest.row-group-size"))
-    fs, path = get_fs(root)
-    fs.makedirs(path, exist_ok=True)
-    with staged_output(corpus_dir(root), root=root, overwrite=overwrite) as tmp:
-        get_fs(tmp)[0].makedirs(get_fs(tmp)[1], exist_ok=True)
+    with staged_output(corpus_dir(root), root=root, overwrite=overwrite) as tmp:  # creates the root too
         parts = _progress.compute(*matrix_shard_tasks(blocks, first_rows, n_words, tmp, row_group_size))
         df = np.sum([p[1] for p in parts], axis=0) if parts else np.zeros(n_words, np.int64)
         tf = np.sum([p[2] for p in parts], axis=0) if parts else np.zeros(n_words, np.int64)

@@ -10,7 +10,6 @@ parts, :data:`~jsmf_dask.io.schema.NEW_DOC_TOPICS_SCHEMA`) is committed by one r
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,14 +22,15 @@ from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_name, check_option
 from jsmf_dask.cluster import Work, choose_engine
 from jsmf_dask.exceptions import InputError, StoreError
-from jsmf_dask.io.fs import check_under, get_fs, join, remove, staged_output, total_bytes, write_file
+from jsmf_dask.io.fs import (check_under, join, make_dir, parent_url, remove, staged_output, total_bytes,
+                             write_file)
 from jsmf_dask.io.model_store import chosen_model, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.io.sources import RatingsColumns
 from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.parameters import INPUT_FORMATS
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
-from jsmf_dask.pipeline.ingest_inputs import MANIFEST, detect_format, input_partitions
+from jsmf_dask.pipeline.ingest_inputs import detect_format, input_partitions, read_manifest
 from jsmf_dask.stages.ingest import TermMapping, stage_raw_blocks, staged_files
 from jsmf_dask.stages.transform import transform_tasks
 
@@ -74,11 +74,7 @@ class TransformReport:
 
 def reading_settings(root: str) -> dict:
     """How the corpus of ``root`` was read (its manifest's ``reading``; :data:`DEFAULT_READING` where absent)."""
-    fs, path = get_fs(join(corpus_dir(root), MANIFEST))
-    manifest = {}
-    if fs.exists(path):
-        with fs.open(path, "r") as f:
-            manifest = json.load(f)
+    manifest = read_manifest(corpus_dir(root))
     return {**DEFAULT_READING, **manifest.get("reading", {})}
 
 
@@ -125,12 +121,10 @@ def transform(root: str, inputs: Sequence[str], *, output: str, model: str | Non
     inputs = [os.fspath(u) for u in inputs]
     if fmt == "auto":
         fmt, inputs = detect_format(inputs)
-    parent = output.rsplit("/", 1)[0] if "/" in output else "."
-    get_fs(parent)[0].makedirs(get_fs(parent)[1], exist_ok=True)
     choose_engine(Work(input_bytes=total_bytes(inputs)))
-    with staged_output(output, root=parent, overwrite=overwrite) as tmp:
+    with staged_output(output, root=parent_url(output), overwrite=overwrite) as tmp:
         scratch = join(tmp, "_scratch")
-        get_fs(scratch)[0].makedirs(get_fs(scratch)[1], exist_ok=True)
+        make_dir(scratch)
         partitions, source_words = input_partitions(
             fmt, inputs, scratch, vocab=None, doc_ids=None, text_column=reading["text_column"],
             id_column=reading["id_column"], min_word_length=reading["min_word_length"],
