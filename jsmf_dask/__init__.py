@@ -47,6 +47,7 @@ _HOMES = {
     "synth": "jsmf_dask.pipeline.synth",
     "evaluate": "jsmf_dask.pipeline.evaluate",
     "compare": "jsmf_dask.pipeline.compare",
+    "choose_k": "jsmf_dask.pipeline.choose_k",
     "report": "jsmf_dask.pipeline.report",
     "infer": "jsmf_dask.pipeline.infer",
     "open_model": "jsmf_dask.io.model_store",
@@ -70,6 +71,7 @@ __all__ = [
     "synth",
     "evaluate",
     "compare",
+    "choose_k",
     "report",
     "infer",
     "open_model",
@@ -87,6 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from jsmf_dask.io.model_store import open_model
     from jsmf_dask.io.zarr_store import open_cooccurrence
     from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
+    from jsmf_dask.pipeline.choose_k import choose_k
     from jsmf_dask.pipeline.compare import compare
     from jsmf_dask.pipeline.cooccur import CooccurrenceSummary, cooccur
     from jsmf_dask.pipeline.evaluate import evaluate

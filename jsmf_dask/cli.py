@@ -173,6 +173,17 @@ def _run_compare(args: argparse.Namespace) -> list[str]:
     return [result.markdown(), f"written {result.csv_path}, {result.markdown_path}, {result.figure_path}"]
 
 
+def _run_choose_k(args: argparse.Namespace) -> list[str]:
+    from jsmf_dask.pipeline.choose_k import choose_k
+
+    def progress(record) -> None:
+        if not args.quiet:
+            print(record.line(), file=sys.stderr, flush=True)
+
+    return choose_k(args.root, topics=args.topics, iterations=args.iterations, sweeps=args.sweeps, seed=args.seed,
+                    on_k=progress).lines()
+
+
 def _run_report(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.pipeline.ldavis import export_ldavis, require_pyldavis
     from jsmf_dask.pipeline.report import report, report_model
@@ -238,7 +249,8 @@ def _run_topics(args: argparse.Namespace) -> list[str]:
 
 _COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "refine": _run_refine,
              "synth": _run_synth,
-             "evaluate": _run_evaluate, "compare": _run_compare, "report": _run_report, "infer": _run_infer,
+             "evaluate": _run_evaluate, "compare": _run_compare, "choose-k": _run_choose_k,
+             "report": _run_report, "infer": _run_infer,
              "transform": _run_transform, "export": _run_export, "run": _run_run, "topics": _run_topics}
 _LOCAL_ONLY = {"synth"}
 
@@ -270,7 +282,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 #: Commands that read an existing run root (the others create one, or read a config).
-_READS_ROOT = {"cooccur", "fit", "refine", "evaluate", "compare", "report", "infer", "transform", "export"}
+_READS_ROOT = {"cooccur", "fit", "refine", "evaluate", "compare", "choose-k", "report", "infer", "transform", "export"}
 
 
 def _missing_local_path(args: argparse.Namespace) -> str | None:

@@ -7,11 +7,13 @@ The options of ``fit`` and ``refine`` come from the parameter table
 from __future__ import annotations
 
 import argparse
+import math
 
 from jsmf_dask import __version__
 from jsmf_dask.parameters import (
     STRIPS,
     INPUT_FORMATS,
+    CHOOSE_K_SWEEPS,
     REFINED_FIT_ITERATIONS,
     SYNTH_PRIORS,
     SYNTH_TOPICS_FROM,
@@ -31,6 +33,7 @@ EXAMPLES = {
     "refine": "jsmf refine runs/nips --model k20-ap",
     "evaluate": "jsmf evaluate runs/nips",
     "compare": "jsmf compare runs/nips --topics 5,10,20 --methods none,ap,ap+cvb0",
+    "choose-k": "jsmf choose-k runs/nips --topics 5:100",
     "report": "jsmf report runs/nips --model k20-ap",
     "infer": "jsmf infer runs/nips --model k20-ap-cvb0",
     "transform": "jsmf transform runs/nips --model k20-ap-cvb0 new-papers/ --output new-topics.parquet",
@@ -79,6 +82,25 @@ def _int_list(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _topics_spec(text: str) -> list[int]:
+    """``choose-k --topics``: ``A:B`` (10 values from A to B evenly spaced on a log scale, rounded), ``A:B:S``
+    (A, A+S, …, up to B) or ``K1,K2,…``."""
+    try:
+        if ":" in text:
+            parts = [int(x) for x in text.split(":")]
+            if len(parts) == 2 and 2 <= parts[0] < parts[1]:
+                lo, hi = math.log(parts[0]), math.log(parts[1])
+                return sorted({round(math.exp(lo + (hi - lo) * i / 9)) for i in range(10)})
+            if len(parts) == 3 and 2 <= parts[0] < parts[1] and parts[2] >= 1:
+                return list(range(parts[0], parts[1] + 1, parts[2]))
+            raise ValueError
+        return _int_list(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(
+            f"expected A:B (10 values from A to B, log-spaced), A:B:STEP or K1,K2,... with 2 <= A < B, got {text!r}"
+        ) from None
 
 
 def _number(cast, accept, expected: str):
@@ -226,6 +248,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
     p.add_argument("--gibbs-iterations", type=int, default=1000, help="Gibbs sweeps (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of every method's random start (default: 0)")
+    _add_cluster_options(p, overwrite=False)
+
+    p = _command(
+        sub, "choose-k",
+        help="how many topics: fit and refine each K from one C, score them on the validation documents -> "
+             "ROOT/report/choose_k.{json,csv,png}",
+        description="For each K: a spectral fit (AP) and a short CVB0 refine, kept as models choose-k<K>-ap and "
+        "choose-k<K>-ap-cvb0 (a rerun resumes); each refined model scored by document completion on the validation "
+        "documents (cooccur --validation; the held-out ones stay unseen), with coherence (the paper's and NPMI), "
+        "dissimilarity and C's eigenvalues. Recommends the smallest K whose validation log likelihood is within "
+        "one paired standard error of the best.",
+    )
+    _add_root(p)
+    p.add_argument("--topics", type=_topics_spec, required=True, metavar="A:B|A:B:STEP|K1,K2,...",
+                   help="the candidate K: A:B is 10 values from A to B spaced evenly on a log scale (5:100 gives "
+                        "5,7,10,14,19,26,37,51,72,100)")
+    p.add_argument("--iterations", type=int, default=REFINED_FIT_ITERATIONS,
+                   help=f"AP cycles of each fit (default: {REFINED_FIT_ITERATIONS})")
+    p.add_argument("--sweeps", type=int, default=CHOOSE_K_SWEEPS,
+                   help=f"CVB0 sweeps of each refine at most (default: {CHOOSE_K_SWEEPS})")
+    p.add_argument("--seed", type=int, default=0, help="seed of each fit's eigensolver start (default: 0)")
     _add_cluster_options(p, overwrite=False)
 
     p = _command(

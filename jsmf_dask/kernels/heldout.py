@@ -23,7 +23,7 @@ import scipy.sparse as sps
 
 from jsmf_dask.kernels.variational import e_step
 
-__all__ = ["DocumentSplit", "doc_hashes", "heldout_mask", "validation_mask", "sample_mask", "split_tokens", "completion_log_likelihood", "PROBABILITY_FLOOR"]
+__all__ = ["DocumentSplit", "doc_hashes", "heldout_mask", "validation_mask", "sample_mask", "split_tokens", "document_completion", "completion_log_likelihood", "PROBABILITY_FLOOR"]
 
 _PERSON = b"jsmf-heldout"
 PROBABILITY_FLOOR = 1e-12  # a scored word no topic can produce (it never occurred in training) scores this
@@ -130,9 +130,9 @@ def split_tokens(X: sps.csr_array, hashes: np.ndarray) -> tuple[sps.csr_array, s
     return matrix(observed), matrix(~observed)
 
 
-def completion_log_likelihood(observed, scored, B: np.ndarray, alpha: np.ndarray, *,
-                              max_iter: int = 200, tol: float = 1e-6) -> tuple[float, int, int]:
-    """Log likelihood of the scored tokens given ``θ`` inferred from the observed ones.
+def document_completion(observed, scored, B: np.ndarray, alpha: np.ndarray, *,
+                        max_iter: int = 200, tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each document's log likelihood of its scored tokens given ``θ`` inferred from its observed ones.
 
     Parameters
     ----------
@@ -145,10 +145,10 @@ def completion_log_likelihood(observed, scored, B: np.ndarray, alpha: np.ndarray
 
     Returns
     -------
-    log_likelihood : float
-        ``Σ_d Σ_w scored_dw log max(θ_d · B_w, PROBABILITY_FLOOR)``.
-    n_tokens : int
-        Scored tokens.
+    log_likelihood : ndarray, shape (D,)
+        ``Σ_w scored_dw log max(θ_d · B_w, PROBABILITY_FLOOR)`` per document.
+    n_tokens : ndarray, shape (D,)
+        Scored tokens per document.
     n_floored : int
         Scored tokens whose probability was below the floor (words no topic produces).
     """
@@ -157,5 +157,24 @@ def completion_log_likelihood(observed, scored, B: np.ndarray, alpha: np.ndarray
     S = sps.coo_array(scored)
     p = np.einsum("ij,ij->i", theta[S.row], B[S.col])
     floored = p < PROBABILITY_FLOOR
-    ll = float(S.data @ np.log(np.maximum(p, PROBABILITY_FLOOR)))
-    return ll, int(S.data.sum()), int(S.data[floored].sum())
+    n_docs = scored.shape[0]
+    ll = np.bincount(S.row, weights=S.data * np.log(np.maximum(p, PROBABILITY_FLOOR)), minlength=n_docs)
+    n_tok = np.bincount(S.row, weights=S.data, minlength=n_docs)
+    return ll, n_tok, int(S.data[floored].sum())
+
+
+def completion_log_likelihood(observed, scored, B: np.ndarray, alpha: np.ndarray, *,
+                              max_iter: int = 200, tol: float = 1e-6) -> tuple[float, int, int]:
+    """Log likelihood of the scored tokens given ``θ`` inferred from the observed ones, summed over documents.
+
+    Returns
+    -------
+    log_likelihood : float
+        ``Σ_d Σ_w scored_dw log max(θ_d · B_w, PROBABILITY_FLOOR)`` (:func:`document_completion`'s sum).
+    n_tokens : int
+        Scored tokens.
+    n_floored : int
+        Scored tokens whose probability was below the floor (words no topic produces).
+    """
+    ll, n_tok, n_floored = document_completion(observed, scored, B, alpha, max_iter=max_iter, tol=tol)
+    return float(ll.sum()), int(round(n_tok.sum())), n_floored

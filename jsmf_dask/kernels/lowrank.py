@@ -73,13 +73,15 @@ class LowRankCooccurrence:
         """``‖C_i‖²`` of every row, exactly in O(N·K² + nnz(E)·K).
 
         With ``a_ij = Y_i·Y_j + r``: ``Σ_j a_ij² = Y_i (YᵀY) Y_iᵀ + 2r Y_i·(Yᵀ1) + r²N``,
-        plus ``Σ_j (2 a_ij + E_ij) E_ij`` over the non-zeros of ``E``.
+        plus ``Σ_j (2 a_ij + E_ij) E_ij = 2 Y_i·(E Y)_i + 2r (E 1)_i + Σ_j E_ij²`` (one sparse product
+        ``E Y``; no nnz(E)×K temporaries).
         """
         Y, n = self.Y, self.n_words
         dense = np.einsum("ik,ik->i", Y @ (Y.T @ Y), Y) + 2 * self.r * (Y @ Y.sum(axis=0)) + self.r**2 * n
-        E = self.E.tocoo()
-        a = np.einsum("ik,ik->i", Y[E.row], Y[E.col]) + self.r
-        norms2 = dense + np.bincount(E.row, weights=(2 * a + E.data) * E.data, minlength=n)
+        E = sps.csr_array(self.E)
+        clipped = 2 * np.einsum("ik,ik->i", Y, E @ Y) + 2 * self.r * np.asarray(E.sum(axis=1)).ravel() + \
+            np.asarray(E.multiply(E).sum(axis=1)).ravel()
+        norms2 = dense + clipped
         return np.maximum(norms2, 0.0, out=norms2)  # a sum of squares: rounding of the factors can dip below 0
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "topic_changes",
     "dissimilarity",
     "coherence",
+    "npmi_coherence",
     "match_topics",
     "matched_errors",
 ]
@@ -253,6 +254,38 @@ def coherence(top: np.ndarray, D1: np.ndarray, D2_top: np.ndarray, *, form: str 
     else:
         raise ValueError(f"unknown coherence form {form!r}; expected 'paper' or 'mimno'")
     return float(L[:, mask].sum(axis=1).mean())
+
+
+def npmi_coherence(top: np.ndarray, D1: np.ndarray, D2_top: np.ndarray, n_docs: int) -> float:
+    """Mean normalised pointwise mutual information of each topic's top-word pairs (Bouma 2009; Lau et al. 2014).
+
+    For words ``x ≠ y`` of a topic's top words, with document probabilities
+    ``P(x) = D1(x)/M`` and ``P(x, y) = D2(x, y)/M``:
+    ``NPMI = log(P(x, y) / (P(x) P(y))) / −log P(x, y)``, in [−1, 1]; a pair in
+    no common document scores −1, a pair in every document of both words'
+    (and in all ``M``) 0. Averaged over the unordered pairs of a topic, then
+    over topics.
+
+    Parameters
+    ----------
+    top : ndarray, shape (K, n)
+    D1 : ndarray, shape (N,)
+    D2_top : ndarray, shape (K, n, n)
+        ``D2[top[k]][:, top[k]]`` for each topic.
+    n_docs : int
+        ``M``, the documents ``D1`` and ``D2`` were counted over.
+    """
+    k, n = top.shape
+    if n < 2:
+        return float("nan")
+    p1 = np.maximum(D1[top].astype(np.float64), 1.0) / n_docs  # (K, n)
+    p12 = np.asarray(D2_top, dtype=np.float64) / n_docs
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pmi = np.log(p12 / (p1[:, :, None] * p1[:, None, :]))
+        npmi = np.where(p12 >= 1.0, 0.0, pmi / -np.log(p12))  # P(x, y) = 1: both in every document, independent
+    npmi = np.where(p12 > 0, npmi, -1.0)
+    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
+    return float(npmi[:, upper].mean(axis=1).mean())
 
 
 def match_topics(B: np.ndarray, B_true: np.ndarray) -> np.ndarray:

@@ -155,7 +155,7 @@ def compare(
     writer.writeheader()
     writer.writerows(rows)
     result = CompareResult(rows, join(out, "compare.csv"), join(out, "compare.md"), join(out, "compare.png"))
-    write_file(result.figure_path, metric_curves(rows, METRICS), root=root)
+    write_file(result.figure_path, metric_curves(rows, [*METRICS, "perplexity"]), root=root)
     write_file(result.csv_path, buf.getvalue().encode(), root=root)
     write_file(result.markdown_path, ("Metrics against the original C (paper §4); compare.csv also has them "
                                         "against each model's rectified C.\n\n" + result.markdown()).encode(), root=root)

@@ -23,7 +23,7 @@ from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks, read_vocabulary
-from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
+from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
 from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR
 from jsmf_dask.kernels.metrics import (
     approximation,
@@ -42,7 +42,7 @@ from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, corpus_codo
 from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS", "heldout_perplexity",
-           "document_prior"]
+           "document_prior", "top_word_codocs"]
 
 METRICS = ("recovery", "approximation", "dominancy", "specificity", "dissimilarity", "coherence")
 TOP_WORDS = 20
@@ -109,6 +109,23 @@ def _measures(parts, p: np.ndarray, model: FittedModel) -> dict[str, Any]:
     if why:
         notes["dominancy"] = why
     return out | ({"notes": notes} if notes else {})
+
+
+def top_word_codocs(store: CooccurrenceStore, blocks: list, top: np.ndarray) -> np.ndarray:
+    """``D2[top[k]][:, top[k]]`` for each topic ``k`` (K×n×n): the co-document counts among its top words.
+
+    Read from the store's ``D2`` by row blocks; a store without one (compressed,
+    ``--no-codoc``) has them counted from the corpus's documents it counted.
+    """
+    words = np.unique(top)
+    if "D2" in store.group:
+        (sub,) = _progress.compute(codoc_tasks(store.url, words, store.n_words,
+                                               block=int(config.get("fit.recover-block"))))
+    else:
+        fraction = float(store.attrs.get("heldout_fraction", 0.0))
+        (sub,) = _progress.compute(corpus_codoc_task(blocks, words, store.n_words, fraction))
+    pos = np.searchsorted(words, top)
+    return sub[pos[:, :, None], pos[:, None, :]].astype(np.float64)
 
 
 def document_prior(model: FittedModel) -> tuple[np.ndarray, str]:
@@ -199,9 +216,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
                 raise InvalidParameterError(why)
     block = int(config.get("fit.recover-block"))
     D1 = store.D1[:].astype(np.float64)
-    has_d2 = "D2" in store.group
     blocks = list_blocks(corpus_dir(root))
-    stored_fraction = float(store.attrs.get("heldout_fraction", 0.0))
     results: dict[str, Any] = {}
     for name in names:
         model = open_model(root, name)
@@ -210,13 +225,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
             raise StoreError(f"{model.url}: B has {B.shape[0]} words but {store.url} has {store.n_words}")
         top = top_words(B, TOP_WORDS)
         shared: dict[str, Any] = {"dissimilarity": dissimilarity(top)}
-        words = np.unique(top)
-        if has_d2:
-            (sub,) = _progress.compute(codoc_tasks(store.url, words, store.n_words, block=block))
-        else:  # no N×N D2 (compressed store, --no-codoc): count the top words' co-documents in the corpus
-            (sub,) = _progress.compute(corpus_codoc_task(blocks, words, store.n_words, stored_fraction))
-        pos = np.searchsorted(words, top)
-        D2_top = sub[pos[:, :, None], pos[:, None, :]].astype(np.float64)
+        D2_top = top_word_codocs(store, blocks, top)
         shared["coherence"] = coherence(top, D1, D2_top, form="paper")
         shared["coherence_mimno"] = coherence(top, D1, D2_top, form="mimno")
         if store.compressed:

@@ -252,6 +252,14 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             sections.append(Section("K sweep (the paper's Figure 4)", ["From `jsmf compare`."], "",
                                     {"Figure 4 analogue": f.read()}))
 
+    fs_out, out_path = get_fs(join(out, "choose_k.png"))
+    if fs_out.exists(out_path):
+        with fs_out.open(out_path, "rb") as f:
+            sections.append(Section("How many topics (`jsmf choose-k`)", [
+                "Validation perplexity (paired standard errors), coherence, NPMI, dissimilarity and C's eigenvalues "
+                "for each K tried; the recommended K dashed (choose_k.json has the table and the rule)."], "",
+                {"choose-k": f.read()}))
+
     for filename, png in images.items():
         write_file(join(out, filename), png, root=root)
     page = report_html(

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
-__all__ = ["metric_curves", "anchor_hull", "topic_topic_heatmaps", "ap_trace"]
+__all__ = ["metric_curves", "choose_k_curves", "anchor_hull", "topic_topic_heatmaps", "ap_trace"]
 
 _LABELS = {
     "recovery": "Recovery (lower better)",
@@ -24,6 +24,7 @@ _LABELS = {
     "specificity": "Specificity, bits (higher better)",
     "dissimilarity": "Dissimilarity (higher better)",
     "coherence": "Coherence (higher better)",
+    "perplexity": "Held-out perplexity (lower better)",
 }
 
 
@@ -75,12 +76,84 @@ def metric_curves(rows: Sequence[Mapping], metrics: Sequence[str]) -> bytes:
                 ks, vs = zip(*pts, strict=True)
                 ax.plot(ks, vs, marker="o", label=method)
         ax.set_xscale("log")
+        _plain_k_ticks(ax, [r["n_topics"] for r in rows])
         ax.set_xlabel("K (topics)")
         ax.set_title(_LABELS.get(metric, metric), fontsize=10)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
+    handles = {}  # every method, whichever panels it has values in
+    for ax in axes.flat:
+        for line in ax.get_lines():
+            handles.setdefault(line.get_label(), line)
+    fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=min(len(handles), 6), fontsize=8,
+               bbox_to_anchor=(0.5, 1.04))
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _plain_k_ticks(ax, ks: Sequence[int], keep: int | None = None) -> None:
+    """K on a log axis, ticked at the values measured, as plain numbers (not 3×10⁰); labels that would
+    overlap (less than 6% of a decade apart) are thinned, ``keep`` always labelled."""
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    kept: list[int] = [] if keep is None else [keep]
+    for k in sorted(set(ks)):
+        if all(abs(np.log10(k) - np.log10(other)) >= 0.06 for other in kept):
+            kept.append(k)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(kept)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    formatter = ScalarFormatter()
+    formatter.set_scientific(False)
+    ax.xaxis.set_major_formatter(formatter)
+
+
+@_plain_text
+def choose_k_curves(rows: Sequence[Mapping], eigenvalues: np.ndarray, recommended: int) -> bytes:
+    """``choose-k``'s figure: validation perplexity (± paired SE), coherence and NPMI, dissimilarity against K,
+    and C's eigenvalues; the recommended K marked on each panel.
+
+    Parameters
+    ----------
+    rows : sequence of mappings
+        Each with ``n_topics``, ``perplexity``, ``perplexity_se``, ``coherence``, ``npmi``, ``dissimilarity``.
+    eigenvalues : ndarray
+        C's top eigenvalues, descending.
+    recommended : int
+    """
+    rows = sorted(rows, key=lambda r: r["n_topics"])
+    ks = [r["n_topics"] for r in rows]
+    fig, axes = _pyplot().subplots(2, 2, figsize=(10, 7))
+    ax = axes[0, 0]
+    ax.errorbar(ks, [r["perplexity"] for r in rows], yerr=[r["perplexity_se"] for r in rows], marker="o", capsize=3)
+    ax.set_title("Validation perplexity (lower better; bars: paired SE to the best K)", fontsize=9)
+    ax = axes[0, 1]
+    ax.plot(ks, [r["coherence"] for r in rows], marker="o", color="C1", label="coherence (paper)")
+    ax.set_title("Coherence (higher better)", fontsize=10)
+    twin = ax.twinx()
+    twin.plot(ks, [r["npmi"] for r in rows], marker="s", color="C2", label="NPMI")
+    twin.set_ylabel("NPMI")
+    ax.legend(handles=ax.get_lines() + twin.get_lines(), fontsize=8)
+    ax = axes[1, 0]
+    ax.plot(ks, [r["dissimilarity"] for r in rows], marker="o", color="C3")
+    ax.set_title("Dissimilarity (higher better)", fontsize=10)
+    for ax in (axes[0, 0], axes[0, 1], axes[1, 0]):
+        ax.set_xscale("log")
+        _plain_k_ticks(ax, ks, recommended)
+        ax.axvline(recommended, color="grey", linestyle="--", linewidth=1)
+        ax.set_xlabel("K (topics)")
+        ax.grid(alpha=0.3)
+    ax = axes[1, 1]
+    values = np.asarray(eigenvalues, dtype=np.float64)
+    ax.semilogy(np.arange(1, values.size + 1), np.maximum(np.abs(values), np.finfo(float).tiny), marker=".")
+    from matplotlib.ticker import LogFormatter
+
+    ax.yaxis.set_major_formatter(LogFormatter())  # 1e-04, not mathtext (drawn as typed here)
+    ax.axvline(recommended, color="grey", linestyle="--", linewidth=1)
+    ax.set_title("|eigenvalues| of C (scree)", fontsize=10)
+    ax.set_xlabel("rank")
+    ax.grid(alpha=0.3)
+    fig.suptitle(f"choose-k: recommended K = {recommended} (dashed)", fontsize=11)
     fig.tight_layout()
     return _png(fig)
 

@@ -7,6 +7,8 @@
   read from ``D2`` by row blocks.
 * :func:`completion_tasks` — held-out document completion for several
   models in one pass over the corpus's row groups.
+* :func:`document_scores_tasks` — the same per document, for the
+  validation documents (choosing K compares models document by document).
 * :func:`pca_coordinates` — every word's 2-D PCA coordinates of the rows of
   ``C̄`` (the paper's Figure 1), by dask's randomised SVD over the stored chunks.
 """
@@ -22,11 +24,19 @@ from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, read_block
 from jsmf_dask.io.zarr_store import StoredRows, read_entries
-from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, split_tokens
+from jsmf_dask.kernels.heldout import (
+    DocumentSplit,
+    completion_log_likelihood,
+    doc_hashes,
+    document_completion,
+    heldout_mask,
+    split_tokens,
+)
 from jsmf_dask.kernels.metrics import fit_partials
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["fit_partials_tasks", "codoc_tasks", "corpus_codoc_task", "completion_tasks", "pca_coordinates"]
+__all__ = ["fit_partials_tasks", "codoc_tasks", "corpus_codoc_task", "completion_tasks", "document_scores_tasks",
+           "pca_coordinates"]
 
 
 def _fit_rows(source: StoredRows, rows: tuple[int, int], B_rows, BA, W_rows, Cbar_S):
@@ -153,3 +163,40 @@ def completion_tasks(blocks: list[Block], n_words: int, fraction: float,
     while len(parts) > 1:
         parts = [dask.delayed(_sum_completion, pure=True)(*parts[i : i + 8]) for i in range(0, len(parts), 8)]
     return parts[0]
+
+
+def _scores_block(block: Block, n_words: int, split: DocumentSplit,
+                  models: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, dict]:
+    table = read_block(block, n_words)
+    hashes = doc_hashes(table.column("doc_id"))
+    valid = split.masks(hashes=hashes)[1]
+    if not valid.any():
+        return np.zeros(0, np.uint64), np.zeros(0), {name: np.zeros(0) for name in models}
+    table = table.filter(pa.array(valid))
+    observed, scored = split_tokens(block_counts(table, n_words), hashes[valid])
+    out, n_tok = {}, None
+    for name, (B, alpha) in models.items():
+        out[name], n_tok, _ = document_completion(observed, scored, B, alpha)
+    return hashes[valid], n_tok, out
+
+
+def _concat_scores(*parts) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    names = list(parts[0][2])
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            {name: np.concatenate([p[2][name] for p in parts]) for name in names})
+
+
+def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSplit,
+                          models: dict[str, tuple[np.ndarray, np.ndarray]]) -> dask.delayed:
+    """One delayed ``(doc hashes, scored tokens, {model: log likelihoods})`` over the validation documents.
+
+    Document completion (:func:`~jsmf_dask.kernels.heldout.document_completion`)
+    of every validation document of ``split`` under each model, per document and
+    in the same order for every model, so models can be compared document by
+    document. ``models`` maps a name to ``(B, alpha)``.
+    """
+    shared = dask.delayed(models, pure=True)
+    token = tokenize(blocks, n_words, split, models)
+    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, shared, dask_key_name=f"doc-scores-{token}-{i}")
+             for i, b in enumerate(blocks)]
+    return dask.delayed(_concat_scores, pure=True)(*parts)

@@ -1,0 +1,100 @@
+"""Choosing the number of topics K from per-document held-out scores (pure numpy; no dask, no I/O).
+
+Every candidate K is scored on the same documents (document completion,
+:func:`jsmf_dask.kernels.heldout.document_completion`), so the comparison
+between two K is *paired*: its standard error comes from the per-document
+differences, which are far less noisy than either K's score alone.
+
+Symbols: ``L[j, d]`` is the log likelihood of document ``d``'s scored tokens
+under the model of the ``j``-th K, ``n[d]`` their number; a model's score is
+``ℓ_j = Σ_d L[j, d] / Σ_d n[d]`` (log likelihood per token; perplexity
+``exp(−ℓ_j)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PerplexityCurve", "perplexity_curve", "recommend_k", "RULE"]
+
+#: How :func:`recommend_k` picks, in words (printed by ``jsmf choose-k`` and stored with its result).
+RULE = ("the smallest K whose validation log likelihood per token is within one paired standard error of the "
+        "best K's (the one-standard-error rule on document completion)")
+
+
+@dataclass(frozen=True)
+class PerplexityCurve:
+    """Validation scores of each candidate K.
+
+    Attributes
+    ----------
+    topics : ndarray of int, shape (J,)
+    perplexity : ndarray, shape (J,)
+        ``exp(−ℓ_j)``.
+    loglik_per_token : ndarray, shape (J,)
+        ``ℓ_j``.
+    gap_to_best : ndarray, shape (J,)
+        ``ℓ_best − ℓ_j`` (≥ 0).
+    paired_se : ndarray, shape (J,)
+        Standard error of ``gap_to_best`` over documents (0 for the best K).
+    n_docs, n_tokens : int
+        The scored documents and tokens.
+    """
+
+    topics: np.ndarray
+    perplexity: np.ndarray
+    loglik_per_token: np.ndarray
+    gap_to_best: np.ndarray
+    paired_se: np.ndarray
+    n_docs: int
+    n_tokens: int
+
+    @property
+    def best(self) -> int:
+        """The K with the highest validation log likelihood."""
+        return int(self.topics[int(np.argmax(self.loglik_per_token))])
+
+
+def _ratio_se(a: np.ndarray, n: np.ndarray) -> float:
+    """Standard error of the ratio estimator ``Σ a / Σ n`` over documents (first-order, with ``M/(M−1)``)."""
+    m = a.size
+    if m < 2:
+        return float("nan")
+    r = a.sum() / n.sum()
+    return float(np.sqrt(m / (m - 1) * np.sum((a - r * n) ** 2)) / n.sum())
+
+
+def perplexity_curve(topics, L: np.ndarray, n: np.ndarray) -> PerplexityCurve:
+    """Perplexity of each K and the paired standard error of its gap to the best K.
+
+    Parameters
+    ----------
+    topics : sequence of int, length J
+    L : ndarray, shape (J, M)
+        Per-document log likelihoods (every row over the same documents, in the same order).
+    n : ndarray, shape (M,)
+        Scored tokens per document.
+    """
+    topics = np.asarray(topics, dtype=np.int64)
+    L = np.asarray(L, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    if L.shape != (topics.size, n.size):
+        raise ValueError(f"L has shape {L.shape}; expected ({topics.size}, {n.size})")
+    keep = n > 0
+    L, n = L[:, keep], n[keep]
+    ll = L.sum(axis=1) / n.sum()
+    best = int(np.argmax(ll))
+    gap = ll[best] - ll
+    se = np.array([0.0 if j == best else _ratio_se(L[best] - L[j], n) for j in range(topics.size)])
+    return PerplexityCurve(topics, np.exp(-ll), ll, gap, se, int(n.size), int(round(n.sum())))
+
+
+def recommend_k(curve: PerplexityCurve, *, n_se: float = 1.0) -> int:
+    """:data:`RULE`: the smallest K with ``gap_to_best ≤ n_se · paired_se``.
+
+    With a single scored document (no standard error) the best K.
+    """
+    ok = curve.gap_to_best <= n_se * np.nan_to_num(curve.paired_se, nan=0.0)
+    return int(curve.topics[ok].min())

@@ -1,0 +1,289 @@
+"""``choose-k``: how many topics, from one co-occurrence matrix → ``<root>/report/choose_k.{json,csv,png}``.
+
+C is built once; for each candidate K a spectral fit (AP, the refined route's
+:data:`~jsmf_dask.parameters.REFINED_FIT_ITERATIONS` cycles) and a short CVB0
+refine from it, both stored as models of the root (``choose-k<K>-ap`` and
+``choose-k<K>-ap-cvb0``), so a rerun resumes: a K whose models exist is not
+fitted again. Every refined model is then scored by document completion on the
+*validation* documents (the ones ``cooccur --validation`` left out of C and
+refine leaves out of its sweeps), document by document, so that two K are
+compared on the same documents with a paired standard error
+(:mod:`jsmf_dask.kernels.model_selection`). The held-out (evaluation)
+documents take no part in the choice. Beside the curve: coherence (the
+paper's and NPMI), dissimilarity, and the top eigenvalues of C.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import dask
+import numpy as np
+
+from jsmf_dask import _progress
+from jsmf_dask.exceptions import InvalidParameterError, StoreError
+from jsmf_dask.io.fs import get_fs, join, write_file
+from jsmf_dask.io.model_store import list_models, open_model
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks
+from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence
+from jsmf_dask.kernels.heldout import DocumentSplit
+from jsmf_dask.kernels.metrics import coherence, dissimilarity, npmi_coherence, top_words
+from jsmf_dask.kernels.model_selection import RULE, perplexity_curve, recommend_k
+from jsmf_dask.parameters import CHOOSE_K_SWEEPS, REFINED_FIT_ITERATIONS
+from jsmf_dask.pipeline.evaluate import TOP_WORDS, document_prior, top_word_codocs
+from jsmf_dask.pipeline.fit import fit
+from jsmf_dask.pipeline.fit_plan import IN_TASK_SHARE, in_task_memory, largest_memory
+from jsmf_dask.pipeline.refine import refine
+from jsmf_dask.pipeline.report import report_dir
+from jsmf_dask.stages.evaluate import document_scores_tasks
+from jsmf_dask.stages.spectrum import eigenvalues_task
+from jsmf_dask.cluster import Work, choose_engine
+
+__all__ = ["choose_k", "ChooseKResult", "KRecord", "model_names", "read_choose_k"]
+
+
+
+def model_names(k: int) -> tuple[str, str]:
+    """The spectral and the refined model of candidate ``k``: ``choose-k<K>-ap``, ``choose-k<K>-ap-cvb0``."""
+    return f"choose-k{k}-ap", f"choose-k{k}-ap-cvb0"
+
+
+@dataclass
+class KRecord:
+    """One candidate K as reported to ``on_k``: its models and what they cost."""
+
+    n_topics: int
+    spectral: str
+    refined: str
+    fit_seconds: float  # 0 when resumed
+    refine_seconds: float
+    sweeps: int
+    resumed: bool
+    warnings: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        if self.resumed:
+            return f"choose-k K={self.n_topics}: models {self.spectral}, {self.refined} already fitted (resumed)"
+        return (f"choose-k K={self.n_topics}: fit {self.fit_seconds:.1f} s, refine {self.refine_seconds:.1f} s "
+                f"({self.sweeps} sweeps)" + "".join(f"; warning: {w}" for w in self.warnings))
+
+
+@dataclass
+class ChooseKResult:
+    """The table (one row per K), the recommendation and where they were written."""
+
+    rows: list[dict]
+    recommended: int
+    rule: str
+    best_perplexity_k: int
+    coherence_peak_k: int
+    npmi_peak_k: int
+    eigenvalues: np.ndarray
+    validation: dict
+    json_path: str
+    csv_path: str
+    figure_path: str
+
+    def lines(self) -> list[str]:
+        head = "| K | validation perplexity | ± paired SE | coherence | NPMI | dissimilarity |"
+        out = [head, "|---|---|---|---|---|---|"]
+        for r in self.rows:
+            out.append(f"| {r['n_topics']} | {r['perplexity']:.1f} | {r['perplexity_se']:.1f} | "
+                       f"{r['coherence']:.1f} | {r['npmi']:.3f} | {r['dissimilarity']:.2f} |")
+        v = self.validation
+        return out + [
+            f"scored: {v['n_docs']} validation documents ({v['n_tokens']} tokens; cooccur --validation "
+            f"{v['fraction']}); the {v['heldout_fraction']} held out for evaluate took no part",
+            f"lowest perplexity at K={self.best_perplexity_k}; coherence peaks at K={self.coherence_peak_k}, "
+            f"NPMI at K={self.npmi_peak_k}",
+            f"recommended K: {self.recommended} ({self.rule})",
+            f"written {self.json_path}, {self.csv_path}, {self.figure_path}",
+        ]
+
+
+def _check(topics, n_words: int, sweeps: int, iterations: int) -> list[int]:
+    ok = isinstance(topics, (list, tuple)) and topics and all(isinstance(k, int) and not isinstance(k, bool)
+                                                               for k in topics)
+    if not ok or min(topics) < 2 or max(topics) >= n_words or len(set(topics)) < 2:
+        raise InvalidParameterError(
+            f"The 'topics' parameter of choose_k must be a list of at least two different ints in [2, {n_words}) "
+            f"(N = {n_words} words). Got {topics!r} instead.")
+    for key, value in (("sweeps", sweeps), ("iterations", iterations)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidParameterError(f"The {key!r} parameter of choose_k must be an int >= 1. Got {value!r} "
+                                        "instead.")
+    return sorted(set(topics))
+
+
+def _fitted(root: str, name: str, wanted: dict) -> bool:
+    """True when model ``name`` exists and was fitted with every parameter of ``wanted``."""
+    if name not in list_models(root):
+        return False
+    params = open_model(root, name).attrs.get("params", {})
+    return all(params.get(key) == value for key, value in wanted.items())
+
+
+def _fit_k(root: str, k: int, *, iterations: int, sweeps: int, seed: int) -> KRecord:
+    spectral, refined = model_names(k)
+    fit_params = {"n_topics": k, "rectifier": "ap", "iterations": iterations, "seed": seed}
+    refine_params = {"source": spectral, "method": "cvb0", "sweeps": sweeps}
+    fit_done = _fitted(root, spectral, fit_params)
+    if fit_done and _fitted(root, refined, refine_params):
+        return KRecord(k, spectral, refined, 0.0, 0.0, int(open_model(root, refined).attrs.get("n_iter", 0)), True)
+    t0 = time.perf_counter()
+    if not fit_done:
+        fit(root, n_topics=k, rectifier="ap", iterations=iterations, seed=seed, name=spectral, overwrite=True)
+    t1 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = refine(root, model=spectral, method="cvb0", sweeps=sweeps, name=refined, overwrite=True)
+    return KRecord(k, spectral, refined, t1 - t0, time.perf_counter() - t1, int(result.attrs["n_iter"]), False,
+                   [str(w.message) for w in caught])
+
+
+def _eigenvalues(root: str, k: int, seed: int) -> np.ndarray:
+    """The top ``k`` eigenvalues of C: stored (compressed store), in one task, or by products over C's tiles."""
+    store = open_cooccurrence(cooc_path(root))
+    if store.compressed:
+        values, _ = store.eigenpairs(min(k, store.rank))
+        return np.asarray(values)
+    source = StoredRows(store.url)
+    _, limit, _ = largest_memory(_progress.active_client())
+    if in_task_memory(store.n_words) <= IN_TASK_SHARE * limit:
+        (values,) = _progress.compute(eigenvalues_task(source, k, seed=seed))
+        return np.asarray(values)
+    from jsmf_dask.kernels.eigen import top_eigenpairs
+
+    C = source.to_dask().persist()  # in the workers' memory, spread over them, for the products
+    return top_eigenpairs(lambda X: (C @ X).compute(), store.n_words, k, rng=np.random.default_rng(seed)).values
+
+
+def choose_k(
+    root: str,
+    *,
+    topics: list[int],
+    iterations: int = REFINED_FIT_ITERATIONS,
+    sweeps: int = CHOOSE_K_SWEEPS,
+    seed: int = 0,
+    on_k: Callable[[KRecord], None] | None = None,
+) -> ChooseKResult:
+    """Fit and refine a model at each K of ``topics``, score them on the validation documents and recommend one.
+
+    Parameters
+    ----------
+    root : str
+        Run root with ``corpus/`` and a ``cooc.zarr`` built with validation
+        documents (``jsmf cooccur --validation 0.05``).
+    topics : list of int
+        The candidate K (at least two, each in ``[2, N)``).
+    iterations : int, default=50
+        AP cycles of each spectral fit (the refined route's default).
+    sweeps : int, default=10
+        CVB0 sweeps of each refine at most (:data:`~jsmf_dask.parameters.CHOOSE_K_SWEEPS`;
+        it also stops by the validation documents).
+    seed : int, default=0
+    on_k : callable, optional
+        Called with a :class:`KRecord` after each K.
+
+    Returns
+    -------
+    ChooseKResult
+        Also written to ``<root>/report/choose_k.json``, ``choose_k.csv`` and
+        ``choose_k.png``. The recommendation is :func:`~jsmf_dask.kernels.model_selection.recommend_k`'s
+        rule (:data:`~jsmf_dask.kernels.model_selection.RULE`).
+    """
+    root = os.fspath(root)
+    store = open_cooccurrence(cooc_path(root))
+    topics = _check(topics, store.n_words, sweeps, iterations)
+    validation = float(store.attrs.get("validation_fraction", 0.0))
+    heldout = float(store.attrs.get("heldout_fraction", 0.0))
+    if validation <= 0:
+        raise StoreError(
+            f"{store.url} has no validation documents, and choose-k scores each K on them (never on the held-out "
+            f"documents evaluate reports): rebuild C with `jsmf cooccur {root} --overwrite --validation 0.05"
+            + (f" --heldout {heldout}`" if heldout else "`"))
+    corpus = corpus_dir(root)
+    choose_engine(Work(tokens=corpus_tokens(corpus)))
+    records = []
+    for k in topics:
+        with dask.config.set({"jsmf.progress": False}):  # one line per K (on_k) instead of a bar per graph
+            rec = _fit_k(root, k, iterations=iterations, sweeps=sweeps, seed=seed)
+        records.append(rec)
+        if on_k is not None:
+            on_k(rec)
+    models = {}
+    for rec in records:
+        m = open_model(root, rec.refined)
+        models[rec.refined] = (m.arrays["B"], document_prior(m)[0])
+    with _progress.data_in_graph():
+        ((_, n_tok, scores),) = _progress.compute(document_scores_tasks(
+            list_blocks(corpus), store.n_words, DocumentSplit(heldout, validation), models))
+    if n_tok.sum() == 0:
+        raise StoreError(f"{corpus}: the validation documents have no tokens to score (documents of one token)")
+    curve = perplexity_curve(topics, np.vstack([scores[r.refined] for r in records]), n_tok)
+    D1 = store.D1[:].astype(np.float64)
+    n_docs = int(store.attrs.get("n_docs", 0))  # the documents C (and D1, D2) counted
+    blocks = list_blocks(corpus)
+    rows = []
+    for j, rec in enumerate(records):
+        top = top_words(models[rec.refined][0], TOP_WORDS)
+        D2_top = top_word_codocs(store, blocks, top)
+        ppl, gap, se = curve.perplexity[j], curve.gap_to_best[j], curve.paired_se[j]
+        rows.append({
+            "n_topics": rec.n_topics, "model": rec.refined, "perplexity": float(ppl),
+            # the gap's standard error on the perplexity scale (first order: d exp(−ℓ) = exp(−ℓ) dℓ)
+            "perplexity_se": float(ppl * se), "loglik_gap_to_best": float(gap), "loglik_gap_se": float(se),
+            "coherence": coherence(top, D1, D2_top, form="paper"),
+            "npmi": npmi_coherence(top, D1, D2_top, max(n_docs, 1)),
+            "dissimilarity": dissimilarity(top),
+            "fit_seconds": rec.fit_seconds, "refine_seconds": rec.refine_seconds, "sweeps": rec.sweeps,
+        })
+    eigenvalues = _eigenvalues(root, min(max(topics) + 1, store.n_words - 1), seed)
+    recommended = recommend_k(curve)
+    out = report_dir(root)
+    result = ChooseKResult(
+        rows, recommended, RULE, curve.best,
+        int(topics[int(np.argmax([r["coherence"] for r in rows]))]),
+        int(topics[int(np.argmax([r["npmi"] for r in rows]))]),
+        eigenvalues,
+        {"n_docs": curve.n_docs, "n_tokens": curve.n_tokens, "fraction": validation, "heldout_fraction": heldout},
+        join(out, "choose_k.json"), join(out, "choose_k.csv"), join(out, "choose_k.png"))
+    _write(root, result)
+    return result
+
+
+def _write(root: str, result: ChooseKResult) -> None:
+    from jsmf_dask.render.figures import choose_k_curves
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(result.rows[0]))
+    writer.writeheader()
+    writer.writerows(result.rows)
+    summary = {
+        "recommended": result.recommended, "rule": result.rule,
+        "lowest_perplexity": result.best_perplexity_k, "coherence_peak": result.coherence_peak_k,
+        "npmi_peak": result.npmi_peak_k, "validation": result.validation,
+        "eigenvalues": [float(v) for v in result.eigenvalues],
+        "rows": [{key: (None if isinstance(v, float) and not math.isfinite(v) else v) for key, v in r.items()}
+                 for r in result.rows],
+    }
+    write_file(result.figure_path, choose_k_curves(result.rows, result.eigenvalues, result.recommended), root=root)
+    write_file(result.csv_path, buf.getvalue().encode(), root=root)
+    write_file(result.json_path, json.dumps(summary, indent=2, allow_nan=False), root=root)
+
+
+def read_choose_k(root: str) -> dict | None:
+    """``<root>/report/choose_k.json`` as written by :func:`choose_k`, or None."""
+    fs, path = get_fs(join(report_dir(root), "choose_k.json"))
+    if not fs.exists(path):
+        return None
+    with fs.open(path) as f:
+        return json.load(f)
