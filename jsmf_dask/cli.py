@@ -305,6 +305,40 @@ def _missing_local_path(args: argparse.Namespace) -> str | None:
     return None
 
 
+#: The path arguments made absolute before any stage sees them (a worker's working directory is not ours).
+_PATH_ARGS = ("root", "output", "vocab", "doc_ids", "labels")
+
+
+def _absolute_paths(args: argparse.Namespace) -> None:
+    """Local paths of ``args`` as absolute paths; URLs unchanged. A task on a worker started in another directory
+    then opens what the user meant (a relative root would name a path under the worker's own directory)."""
+    def absolute(path):
+        return path if path is None or "://" in path else os.path.abspath(path)
+
+    for key in _PATH_ARGS:
+        if isinstance(getattr(args, key, None), str):
+            setattr(args, key, absolute(getattr(args, key)))
+    if getattr(args, "inputs", None):
+        args.inputs = [absolute(p) for p in args.inputs]
+    if getattr(args, "stopwords", "english") != "english":  # a file (else the built-in list's name)
+        args.stopwords = absolute(args.stopwords)
+
+
+def _lost_scheduler(err: BaseException, args: argparse.Namespace) -> str | None:
+    """The one-line message for a scheduler lost mid-command (its connection closed, our futures cancelled with
+    it), else None."""
+    name = type(err).__name__
+    comm = name in ("CommClosedError", "StreamClosedError")
+    cancelled = name in ("FutureCancelledError", "FuturesCancelledError", "CancelledError")
+    if not (comm or cancelled):
+        return None
+    why = "its connection closed" if comm or "connection-lost" in str(err) else "our tasks were cancelled"
+    where = getattr(args, "scheduler", None) or "the cluster"
+    return (f"lost the Dask scheduler ({where}) during `jsmf {args.command}`: {why}. Stages and outputs already "
+            "committed are kept and this one wrote nothing; once the scheduler and its workers are back, rerun "
+            "the same command to resume")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jsmf``; returns the exit status."""
     parser = build_parser()
@@ -317,13 +351,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (problem := _missing_local_path(args)) is not None:
         print(f"jsmf: error: {problem}", file=sys.stderr)
         return 1
+    _absolute_paths(args)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     import distributed  # noqa: F401 - importing it sets its loggers from dask's config: set ours after that
 
     # --quiet: results only, so not even distributed's warnings at shutdown ("Worker process still alive ...")
     shown = logging.ERROR if getattr(args, "quiet", False) else logging.WARNING
-    for noisy, quiet in (("distributed", shown), ("bokeh", logging.ERROR), ("tornado", logging.ERROR)):
+    # the client's errors (a lost scheduler's reconnection attempts, with tracebacks) reach the command as exceptions
+    # that it reports in one line itself; -v shows them
+    for noisy, quiet in (("distributed", shown), ("distributed.client", logging.CRITICAL), ("bokeh", logging.ERROR),
+                         ("tornado", logging.ERROR)):
         logging.getLogger(noisy).setLevel(level if args.verbose else quiet)
     warnings.showwarning = _show_warning
     try:
@@ -351,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n_workers=args.workers,
                 memory_limit=args.memory_limit,
                 connect_timeout=args.connect_timeout,
+                wait_for_workers=args.wait_for_workers,
+                worker_timeout=args.worker_timeout,
                 lazy=True,  # the stage checks its inputs first: a bad one fails without starting a cluster
                 on_dashboard=None if args.quiet else lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
                 on_engine=None if args.quiet else lambda line: print(line, file=sys.stderr),
@@ -361,12 +401,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(err) if args.command == "run" else _cli_words(str(err))
         print(f"jsmf: error: {message}", file=sys.stderr)
         return 1
-    except OSError as err:
-        print(f"jsmf: error: {err}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("jsmf: interrupted", file=sys.stderr)
         return 130
+    except BaseException as err:  # distributed's cancellations are BaseExceptions (asyncio.CancelledError)
+        message = _lost_scheduler(err, args)
+        if message is None and isinstance(err, OSError):
+            message = str(err)
+        if message is None:
+            raise
+        print(f"jsmf: error: {message}", file=sys.stderr)
+        return 1
     for line in lines:
         print(line)
     return 0

@@ -13,6 +13,7 @@ from jsmf_dask import __version__
 from jsmf_dask.parameters import (
     STRIPS,
     INPUT_FORMATS,
+    CHOOSE_K_ITERATIONS,
     CHOOSE_K_SWEEPS,
     REFINED_FIT_ITERATIONS,
     SYNTH_PRIORS,
@@ -74,6 +75,11 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) 
                    help="LocalCluster memory per worker, e.g. 4GiB (implies --scheduler local)")
     g.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="give up on a --scheduler that has not completed the Dask handshake by then (default: 10)")
+    g.add_argument("--wait-for-workers", type=_positive_int, default=1, metavar="N",
+                   help="with --scheduler ADDRESS: wait until N workers have registered before the stage runs "
+                   "(workers of a batch queue or an autoscaler come after the driver) (default: 1)")
+    g.add_argument("--worker-timeout", type=_positive_float, default=300.0, metavar="SECONDS",
+                   help="give up waiting for those workers after SECONDS (default: 300)")
     g.add_argument("--quiet", action="store_true", help="print results only: no progress, no dashboard link")
 
 
@@ -118,6 +124,7 @@ def _number(cast, accept, expected: str):
 
 
 _positive_float = _number(float, lambda v: 0 < v < float("inf"), "a number > 0")
+_positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
 _fraction = _number(float, lambda v: 0 < v <= 0.5, "a fraction in (0, 0.5]")
 
 
@@ -264,8 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics", type=_topics_spec, required=True, metavar="A:B|A:B:STEP|K1,K2,...",
                    help="the candidate K: A:B is 10 values from A to B spaced evenly on a log scale (5:100 gives "
                         "5,7,10,14,19,26,37,51,72,100)")
-    p.add_argument("--iterations", type=int, default=REFINED_FIT_ITERATIONS,
-                   help=f"AP cycles of each fit (default: {REFINED_FIT_ITERATIONS})")
+    p.add_argument("--iterations", type=int, default=CHOOSE_K_ITERATIONS,
+                   help=f"AP cycles of each fit (default: {CHOOSE_K_ITERATIONS})")
     p.add_argument("--sweeps", type=int, default=CHOOSE_K_SWEEPS,
                    help=f"CVB0 sweeps of each refine at most (default: {CHOOSE_K_SWEEPS})")
     p.add_argument("--seed", type=int, default=0, help="seed of each fit's eigensolver start (default: 0)")

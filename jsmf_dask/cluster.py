@@ -117,6 +117,8 @@ def connect(
     connect_timeout: float = 10.0,
     lazy: bool = False,
     on_engine: Callable[[str], None] | None = None,
+    wait_for_workers: int = 1,
+    worker_timeout: float | None = None,
 ) -> Iterator[object]:
     """Run the enclosed stages on a cluster.
 
@@ -146,7 +148,16 @@ def connect(
         fails fast without one (what the CLI does). Implied by the automatic
         engine.
     on_engine : callable, optional
-        Called with the automatic choice's one-line reason when it is made.
+        Called with the automatic choice's one-line reason when it is made,
+        and with the line saying what it waits for while an existing
+        scheduler has fewer than ``wait_for_workers`` workers.
+    wait_for_workers : int, default=1
+        With an existing scheduler: wait until this many workers have
+        registered before the enclosed stages run (workers of a batch queue
+        or an autoscaler arrive after the driver).
+    worker_timeout : float, optional
+        Seconds to wait for them (default :data:`WORKER_TIMEOUT`), then
+        :class:`~jsmf_dask.exceptions.ClusterError`.
 
     Yields
     ------
@@ -172,6 +183,8 @@ def connect(
         with client, dask.config.set(scheduler="dask.distributed"):
             if on_dashboard is not None and client.dashboard_link:
                 on_dashboard(client.dashboard_link)
+            await_workers(client, wait_for_workers, WORKER_TIMEOUT if worker_timeout is None else worker_timeout,
+                          on_engine)
             yield client
         return
     cluster = _LocalClusterOnDemand(n_workers, memory_limit, on_dashboard if dashboard else None,
@@ -186,6 +199,34 @@ def connect(
                 yield cluster.start()
     finally:
         cluster.close()
+
+
+#: Seconds ``connect`` waits for the workers of an existing scheduler by default (``--worker-timeout``).
+WORKER_TIMEOUT = 300.0
+
+
+def registered_workers(client) -> dict:
+    """The scheduler's workers now: ``{address: info}`` (info has ``memory_limit``, ``nthreads``)."""
+    return client.scheduler_info(n_workers=-1)["workers"]
+
+
+def await_workers(client, n: int, timeout: float, on_wait: Callable[[str], None] | None = None) -> None:
+    """Return once ``n`` workers have registered with ``client``'s scheduler; after ``timeout`` seconds raise
+    :class:`ClusterError` naming the scheduler and how many came. Says what it waits for through ``on_wait``."""
+    have = len(registered_workers(client))
+    if have >= n:
+        return
+    address = client.scheduler.address
+    if on_wait is not None:
+        on_wait(f"waiting for {n} worker(s) to register with {address} ({have} so far; at most {timeout:g} s, "
+                "--wait-for-workers/--worker-timeout)")
+    try:
+        client.wait_for_workers(n_workers=n, timeout=timeout)
+    except TimeoutError:
+        have = len(registered_workers(client))
+        raise ClusterError(
+            f"only {have} of {n} worker(s) registered with the scheduler at {address} within {timeout:g} s: start "
+            f"workers (`dask worker {address}`), or wait longer with --worker-timeout") from None
 
 
 def _pending_owner() -> _LocalClusterOnDemand | None:

@@ -14,6 +14,7 @@ output restores the previous one from its ``.old-*`` copy.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import uuid
@@ -188,7 +189,14 @@ def staged_output(final: str, *, root: str, overwrite: bool = False) -> Iterator
     Raises
     ------
     StoreError
-        If ``final`` exists and ``overwrite`` is False, or lies outside ``root``.
+        If ``final`` exists and ``overwrite`` is False, or lies outside ``root``;
+        also at the commit, if another writer committed ``final`` while this
+        one worked (without ``overwrite``; with it, when their commit lands
+        between this one's two renames): then this output is discarded and
+        theirs stays. On a local file system the final rename is atomic and
+        refused when the target exists, so of two concurrent writers exactly
+        one commits; an object store has no such rename, and there the check
+        narrows the window without closing it.
     """
     final = check_under(root, os.fspath(final))
     fs, path = get_fs(final)
@@ -209,11 +217,30 @@ def staged_output(final: str, *, root: str, overwrite: bool = False) -> Iterator
             fs.rm(parent, recursive=True)
         raise
     old_path = posixpath.join(parent, f".{name}.old-{token}")
-    if fs.exists(path):
-        _move_tree(fs, path, old_path)
-    _move_tree(fs, tmp_path, path)
+    try:
+        if fs.exists(path):
+            if not overwrite:  # another writer committed it since this one started (it was refused before)
+                raise _Raced(final)
+            _move_tree(fs, path, old_path)
+        try:
+            _move_tree(fs, tmp_path, path)
+        except FileExistsError:  # another writer's commit landed between the move aside and this rename
+            if fs.exists(old_path):
+                fs.rm(old_path, recursive=True)
+            raise _Raced(final) from None
+    except _Raced as raced:
+        fs.rm(tmp_path, recursive=True)
+        raise StoreError(f"{raced.final} was committed by another writer while this command ran; this run's "
+                         "output was discarded (nothing of it is in place): pass overwrite=True to replace "
+                         "theirs") from None
     if fs.exists(old_path):
         fs.rm(old_path, recursive=True)
+
+
+class _Raced(Exception):
+    def __init__(self, final: str) -> None:
+        super().__init__(final)
+        self.final = final
 
 
 def _move_tree(fs, src: str, dst: str) -> None:
@@ -221,7 +248,12 @@ def _move_tree(fs, src: str, dst: str) -> None:
     renames: copy every object, write the sentinel into ``dst`` last, then delete ``src`` starting with its
     sentinel, so that at any moment at most one of them carries it and that one is complete."""
     if isinstance(fs, LocalFileSystem):
-        fs.mv(src, dst, recursive=True)
+        try:  # rename(2): atomic, and refused when another writer's non-empty dst is there already
+            os.rename(fs._strip_protocol(src), fs._strip_protocol(dst))
+        except OSError as err:
+            if err.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                raise FileExistsError(dst) from err
+            raise
         return
     fs.invalidate_cache()
     for f in fs.find(src):

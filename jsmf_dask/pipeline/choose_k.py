@@ -1,7 +1,7 @@
 """``choose-k``: how many topics, from one co-occurrence matrix → ``<root>/report/choose_k.{json,csv,png}``.
 
-C is built once; for each candidate K a spectral fit (AP, the refined route's
-:data:`~jsmf_dask.parameters.REFINED_FIT_ITERATIONS` cycles) and a short CVB0
+C is built once; for each candidate K a spectral fit (AP,
+:data:`~jsmf_dask.parameters.CHOOSE_K_ITERATIONS` cycles) and a short CVB0
 refine from it, both stored as models of the root (``choose-k<K>-ap`` and
 ``choose-k<K>-ap-cvb0``), so a rerun resumes: a K whose models exist is not
 fitted again. Every refined model is then scored by document completion on the
@@ -37,7 +37,7 @@ from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence
 from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.kernels.metrics import coherence, dissimilarity, npmi_coherence, top_words
 from jsmf_dask.kernels.model_selection import RULE, perplexity_curve, recommend_k
-from jsmf_dask.parameters import CHOOSE_K_SWEEPS, REFINED_FIT_ITERATIONS
+from jsmf_dask.parameters import CHOOSE_K_ITERATIONS, CHOOSE_K_SWEEPS
 from jsmf_dask.pipeline.evaluate import TOP_WORDS, document_prior, top_word_codocs
 from jsmf_dask.pipeline.fit import fit
 from jsmf_dask.pipeline.fit_plan import IN_TASK_SHARE, in_task_memory, largest_memory
@@ -170,7 +170,7 @@ def choose_k(
     root: str,
     *,
     topics: list[int],
-    iterations: int = REFINED_FIT_ITERATIONS,
+    iterations: int = CHOOSE_K_ITERATIONS,
     sweeps: int = CHOOSE_K_SWEEPS,
     seed: int = 0,
     on_k: Callable[[KRecord], None] | None = None,
@@ -184,8 +184,9 @@ def choose_k(
         documents (``jsmf cooccur --validation 0.05``).
     topics : list of int
         The candidate K (at least two, each in ``[2, N)``).
-    iterations : int, default=50
-        AP cycles of each spectral fit (the refined route's default).
+    iterations : int, default=10
+        AP cycles of each spectral fit (:data:`~jsmf_dask.parameters.CHOOSE_K_ITERATIONS`:
+        the refine that follows corrects the topics; measured in the README).
     sweeps : int, default=10
         CVB0 sweeps of each refine at most (:data:`~jsmf_dask.parameters.CHOOSE_K_SWEEPS`;
         it also stops by the validation documents).

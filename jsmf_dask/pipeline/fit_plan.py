@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import psutil
 
-from jsmf_dask.exceptions import StoreError
+from jsmf_dask.cluster import registered_workers
+from jsmf_dask.exceptions import ClusterError, StoreError
 from jsmf_dask.kernels.eigen import cold_start_memory
 from jsmf_dask.kernels.enn import enn_min_memory
 
@@ -39,7 +40,11 @@ def largest_memory(client) -> tuple[str | None, int, str]:
     """The worker with the most memory: (address or None when running locally, its limit in bytes, a label)."""
     if client is None:
         return None, psutil.virtual_memory().available, "this process (available memory)"
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = registered_workers(client)
+    if not workers:  # connect() waited for them: they left since
+        raise ClusterError(f"no worker is registered with the scheduler at {client.scheduler.address} (they left "
+                           "since the command started): the fit needs one to plan where it runs; start workers "
+                           "and rerun (committed stages are kept)")
     addr, info = max(workers.items(), key=lambda kv: kv[1].get("memory_limit") or 0)
     return addr, info.get("memory_limit") or psutil.virtual_memory().total, f"the largest worker ({addr})"
 

@@ -79,9 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write every run's figures here")
     args = p.parse_args(argv)
     if args.iterations is None:
-        from jsmf_dask.parameters import REFINED_FIT_ITERATIONS
+        from jsmf_dask.parameters import CHOOSE_K_ITERATIONS
 
-        args.iterations = REFINED_FIT_ITERATIONS
+        args.iterations = CHOOSE_K_ITERATIONS
     runs = [run_once(args, r + 1) for r in range(args.runs)]
     last = runs[-1]
     print(f"{args.corpus}: K in {args.topics}, {args.iterations} AP cycles per K; validation documents "

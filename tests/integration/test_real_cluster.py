@@ -33,25 +33,51 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _env() -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    return env
+
+
+def _start_scheduler(tmp_path: Path, procs: list) -> str:
+    """Start `dask scheduler` on loopback (appended to ``procs``); its address."""
+    sched_file = tmp_path / "scheduler.json"
+    procs.append(subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                   "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(sched_file)],
+                                  env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    _wait_for(sched_file.exists, 60, "the scheduler file")
+    _wait_for(lambda: "address" in sched_file.read_text(), 10, "the scheduler address")
+    return json.loads(sched_file.read_text())["address"]
+
+
+def _start_worker(address: str, name: str, cwd: Path | None = None) -> subprocess.Popen:
+    # --no-nanny: the worker is the process we start, so killing it kills the worker for good
+    return subprocess.Popen(
+        [str(BIN / "dask"), "worker", address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
+         "--no-dashboard", "--name", name, "--memory-limit", "4GiB"],
+        env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+
+
+def _stop(procs: list) -> None:
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:  # a worker stuck closing: these are our own processes
+            p.kill()
+            p.wait()
+
+
 @pytest.fixture
 def real_cluster(tmp_path):
     """(address, {worker pid: address}) of a scheduler and two single-threaded workers on 127.0.0.1."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    env.pop("DASK_SCHEDULER_ADDRESS", None)
-    sched_file = tmp_path / "scheduler.json"
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(sched_file)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs: list = []
     try:
-        _wait_for(sched_file.exists, 60, "the scheduler file")
-        _wait_for(lambda: "address" in sched_file.read_text(), 10, "the scheduler address")
-        address = json.loads(sched_file.read_text())["address"]
-        for i in range(2):
-            # --no-nanny: the worker is the process we start, so killing it kills the worker for good
-            procs.append(subprocess.Popen(
-                [str(BIN / "dask"), "worker", address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
-                 "--no-dashboard", "--name", f"w{i}", "--memory-limit", "4GiB"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        address = _start_scheduler(tmp_path, procs)
+        procs.extend(_start_worker(address, f"w{i}") for i in range(2))
         from distributed import Client
 
         with Client(address, timeout=30) as client:
@@ -59,16 +85,30 @@ def real_cluster(tmp_path):
             pids = client.run(os.getpid)
         yield address, {pid: addr for addr, pid in pids.items()}
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:  # a worker stuck closing: these are our own processes
-                p.kill()
-                p.wait()
+        _stop(procs)
+
+
+@pytest.fixture
+def bare_scheduler(tmp_path):
+    """(address, start a worker, stop every worker and wait until the scheduler has none): no worker at first."""
+    procs: list = []
+    workers: list = []
+    from distributed import Client
+
+    def start_worker() -> None:
+        workers.append(_start_worker(address, f"late{len(workers)}"))
+
+    def stop_workers() -> None:
+        _stop(workers)
+        with Client(address, timeout=30) as client:
+            _wait_for(lambda: not client.scheduler_info(n_workers=-1)["workers"], 30, "the workers to leave")
+
+    try:
+        address = _start_scheduler(tmp_path, procs)
+        yield address, start_worker, stop_workers
+    finally:
+        _stop(workers)
+        _stop(procs)
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +287,125 @@ def test_driver_killed_mid_run_on_the_cluster_resumes_and_matches(real_cluster, 
     np.testing.assert_allclose(a.arrays["B"], b.arrays["B"], rtol=0, atol=1e-10)
     np.testing.assert_allclose(open_cooccurrence(f"{tmp_path}/cooc.zarr").C[:],
                                open_cooccurrence(f"{corpus}/cooc.zarr").C[:], rtol=1e-13, atol=0)
+
+
+@pytest.mark.slow
+def test_stages_wait_for_a_worker_that_arrives_late(bare_scheduler, corpus, tmp_path, capsys):
+    """fit, refine, evaluate and a resumed `jsmf run` started with no worker registered: each waits (and says so)
+    for one that arrives 5 s later, and gives the embedded cluster's results."""
+    import shutil
+
+    from jsmf_dask import open_model
+
+    address, start_worker, stop_workers = bare_scheduler
+    root = _copy_corpus(corpus, tmp_path / "root")
+    shutil.copytree(corpus / "cooc.zarr", Path(root) / "cooc.zarr")
+    commands = [["fit", root, "--topics", "6", "--iterations", "30", "--min-anchor-df", "0"],
+                ["refine", root, "--model", "k6-ap", "--sweeps", "4"],
+                ["evaluate", root]]
+    # a run whose ingest and cooccur are committed (on threads, here) resumes at its fit
+    from tests.conftest import REUTERS_DOCWORD, REUTERS_VOCAB
+
+    shutil.copy(REUTERS_DOCWORD, tmp_path)
+    shutil.copy(REUTERS_VOCAB, tmp_path)
+    head = (f'[ingest]\ninputs = ["{tmp_path / REUTERS_DOCWORD.name}"]\nvocab_size = 400\n'
+            '[cooccur]\ntile_size = 128\n')
+    fit_table = "[[fit]]\ntopics = 5\niterations = 20\n"
+    config, reference = tmp_path / "run.toml", tmp_path / "reference.toml"
+    config.write_text(f'root = "{tmp_path / "run"}"\n' + head)
+    reference.write_text(f'root = "{tmp_path / "reference"}"\n' + head + fit_table)
+    for path in (config, reference):
+        assert main(["run", str(path), "--scheduler", "threads", "--quiet"]) == 0
+    config.write_text(config.read_text() + fit_table)
+    commands.append(["run", str(config)])
+    capsys.readouterr()
+    for argv in commands:
+        stop_workers()  # none registered when the command starts
+        timer = threading.Timer(5.0, start_worker)
+        timer.start()
+        t0 = time.monotonic()
+        try:
+            assert main([*argv, "--scheduler", address]) == 0, capsys.readouterr().err
+        finally:
+            timer.join()
+        assert time.monotonic() - t0 >= 5.0
+        assert f"waiting for 1 worker(s) to register with {address}" in capsys.readouterr().err
+    for name in ("k6-ap", "k6-ap-cvb0"):
+        np.testing.assert_allclose(open_model(root, name).arrays["B"], open_model(str(corpus), name).arrays["B"],
+                                   rtol=0, atol=1e-10)
+    np.testing.assert_allclose(open_model(str(tmp_path / "run"), "k5-ap").arrays["B"],
+                               open_model(str(tmp_path / "reference"), "k5-ap").arrays["B"], rtol=0, atol=1e-10)
+
+
+def test_no_worker_within_the_timeout_is_one_clear_error(bare_scheduler, tmp_path, capsys):
+    address, _, _ = bare_scheduler
+    root = tmp_path / "r"
+    synth(root, n_docs=200, n_words=100, n_topics=3, doc_length=30, seed=0)
+    t0 = time.monotonic()
+    assert main(["cooccur", str(root), "--scheduler", address, "--worker-timeout", "2", "--quiet"]) == 1
+    assert time.monotonic() - t0 < 30
+    err = capsys.readouterr().err
+    assert f"only 0 of 1 worker(s) registered with the scheduler at {address} within 2 s" in err
+    assert "Traceback" not in err and not (root / "cooc.zarr").exists()
+
+
+@pytest.mark.slow
+def test_scheduler_killed_mid_stage_is_one_error_line_and_a_rerun_resumes(corpus, tmp_path):
+    from distributed import Client
+
+    root = _copy_corpus(corpus, tmp_path / "root")
+    first: list = []
+    try:
+        (tmp_path / "first").mkdir()
+        address = _start_scheduler(tmp_path / "first", first)
+        first.append(_start_worker(address, "w0"))
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+        stage = subprocess.Popen([str(BIN / "jsmf"), "cooccur", root, "--tile-size", "100", "--scheduler", address,
+                                  "--quiet"], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with Client(address, timeout=30) as client:
+            _wait_for(lambda: any(client.processing().values()), 120, "the stage's tasks")
+        first[0].send_signal(signal.SIGKILL)  # the scheduler, mid-stage
+        first[0].wait()
+        rc, err = stage.wait(timeout=120), stage.stderr.read()
+        stage.stderr.close()
+    finally:
+        _stop(first)
+    assert rc == 1, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("jsmf: error: lost the Dask scheduler"), err
+    assert "rerun the same command to resume" in lines[0]
+    assert not (Path(root) / "cooc.zarr").exists()
+    second: list = []
+    try:  # a new scheduler: the rerun completes and equals the embedded cluster's C
+        address = _start_scheduler(tmp_path, second)
+        second.append(_start_worker(address, "w1"))
+        assert main(["cooccur", root, "--tile-size", "100", "--scheduler", address, "--quiet"]) == 0
+    finally:
+        _stop(second)
+    np.testing.assert_allclose(open_cooccurrence(f"{root}/cooc.zarr").C[:], open_cooccurrence(f"{corpus}/cooc.zarr").C[:],
+                               rtol=1e-13, atol=0)
+
+
+@pytest.mark.slow
+def test_a_relative_root_works_on_workers_started_elsewhere(corpus, tmp_path, monkeypatch):
+    from jsmf_dask import open_model
+
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    _copy_corpus(corpus, here / "runs" / "x")
+    procs: list = []
+    try:
+        address = _start_scheduler(elsewhere, procs)
+        procs.append(_start_worker(address, "w0", cwd=elsewhere))
+        monkeypatch.chdir(here)
+        assert main(["cooccur", "runs/x", "--tile-size", "100", "--scheduler", address, "--quiet"]) == 0
+        assert main(["fit", "runs/x", "--topics", "6", "--iterations", "30", "--min-anchor-df", "0",
+                     "--scheduler", address, "--quiet"]) == 0
+    finally:
+        _stop(procs)
+    assert not (elsewhere / "runs").exists()
+    np.testing.assert_allclose(open_model(str(here / "runs" / "x"), "k6-ap").arrays["B"],
+                               open_model(str(corpus), "k6-ap").arrays["B"], rtol=0, atol=1e-10)
