@@ -358,10 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # --quiet: results only, so not even distributed's warnings at shutdown ("Worker process still alive ...")
     shown = logging.ERROR if getattr(args, "quiet", False) else logging.WARNING
-    # the client's errors (a lost scheduler's reconnection attempts, with tracebacks) reach the command as exceptions
-    # that it reports in one line itself; -v shows them
-    for noisy, quiet in (("distributed", shown), ("distributed.client", logging.CRITICAL), ("bokeh", logging.ERROR),
-                         ("tornado", logging.ERROR)):
+    # the client's errors (a lost scheduler's reconnection attempts, with tracebacks; the gather abandoned when a
+    # frozen one is given up on) reach the command as exceptions that it reports in one line itself; -v shows them
+    for noisy, quiet in (("distributed", shown), ("distributed.client", logging.CRITICAL),
+                         ("asyncio", logging.CRITICAL), ("bokeh", logging.ERROR), ("tornado", logging.ERROR)):
         logging.getLogger(noisy).setLevel(level if args.verbose else quiet)
     warnings.showwarning = _show_warning
     try:
@@ -391,6 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 connect_timeout=args.connect_timeout,
                 wait_for_workers=args.wait_for_workers,
                 worker_timeout=args.worker_timeout,
+                heartbeat_timeout=args.heartbeat_timeout,
                 lazy=True,  # the stage checks its inputs first: a bad one fails without starting a cluster
                 on_dashboard=None if args.quiet else lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
                 on_engine=None if args.quiet else lambda line: print(line, file=sys.stderr),

@@ -80,6 +80,9 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) 
                    "(workers of a batch queue or an autoscaler come after the driver) (default: 1)")
     g.add_argument("--worker-timeout", type=_positive_float, default=300.0, metavar="SECONDS",
                    help="give up waiting for those workers after SECONDS (default: 300)")
+    g.add_argument("--heartbeat-timeout", type=_positive_float, default=60.0, metavar="SECONDS",
+                   help="with --scheduler ADDRESS: give up when the scheduler has not answered for SECONDS (frozen "
+                   "or unreachable) (default: 60)")
     g.add_argument("--quiet", action="store_true", help="print results only: no progress, no dashboard link")
 
 

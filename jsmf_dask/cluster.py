@@ -119,6 +119,7 @@ def connect(
     on_engine: Callable[[str], None] | None = None,
     wait_for_workers: int = 1,
     worker_timeout: float | None = None,
+    heartbeat_timeout: float | None = None,
 ) -> Iterator[object]:
     """Run the enclosed stages on a cluster.
 
@@ -158,6 +159,13 @@ def connect(
     worker_timeout : float, optional
         Seconds to wait for them (default :data:`WORKER_TIMEOUT`), then
         :class:`~jsmf_dask.exceptions.ClusterError`.
+    heartbeat_timeout : float, optional
+        With an existing scheduler: ask it every few seconds whether it
+        answers (from a watchdog thread); one that stops answering for this
+        many seconds (frozen, its host unreachable) interrupts the enclosed
+        stages with :class:`~jsmf_dask.exceptions.ClusterError` (it
+        interrupts the main thread: meant for the command line, which sets
+        :data:`HEARTBEAT_TIMEOUT`). None: no watchdog.
 
     Yields
     ------
@@ -185,7 +193,22 @@ def connect(
                 on_dashboard(client.dashboard_link)
             await_workers(client, wait_for_workers, WORKER_TIMEOUT if worker_timeout is None else worker_timeout,
                           on_engine)
-            yield client
+            watchdog = _Heartbeat(client, heartbeat_timeout) if heartbeat_timeout else None
+            try:
+                yield client
+            except KeyboardInterrupt:
+                if watchdog is None or not watchdog.frozen:
+                    raise
+                with contextlib.suppress(Exception):
+                    client.close(timeout=2)
+                raise ClusterError(
+                    f"the Dask scheduler at {scheduler} stopped answering for {heartbeat_timeout:g} s (frozen or "
+                    "unreachable; --heartbeat-timeout): gave up. Stages and outputs already committed are kept and "
+                    "this one wrote nothing; once the scheduler answers again, rerun the same command to resume"
+                ) from None
+            finally:
+                if watchdog is not None:
+                    watchdog.stop()
         return
     cluster = _LocalClusterOnDemand(n_workers, memory_limit, on_dashboard if dashboard else None,
                                     auto=automatic, on_engine=on_engine)
@@ -199,6 +222,45 @@ def connect(
                 yield cluster.start()
     finally:
         cluster.close()
+
+
+#: Seconds the command line lets an existing scheduler go without answering before it gives up
+#: (``--heartbeat-timeout``; :func:`connect`'s ``heartbeat_timeout``).
+HEARTBEAT_TIMEOUT = 60.0
+
+
+class _Heartbeat:
+    """A daemon thread asking ``client``'s scheduler for its identity every ``timeout / 4`` seconds (at most 5);
+    when an answer takes longer than ``timeout`` it sets :attr:`frozen` and interrupts the main thread."""
+
+    def __init__(self, client, timeout: float) -> None:
+        self.frozen = False
+        self._stop = threading.Event()
+        self._client, self._timeout = client, timeout
+        self._thread = threading.Thread(target=self._watch, name="jsmf-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        import _thread
+        import asyncio
+
+        interval = min(self._timeout / 4, 5.0)
+        loop = self._client.loop.asyncio_loop
+        while not self._stop.wait(interval):
+            answer = asyncio.run_coroutine_threadsafe(self._client.scheduler.identity(), loop)
+            try:
+                answer.result(timeout=self._timeout)
+            except TimeoutError:
+                answer.cancel()
+                if not self._stop.is_set():
+                    self.frozen = True
+                    _thread.interrupt_main()
+                return
+            except Exception:  # noqa: BLE001 - a closed connection: the client itself reports that
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 #: Seconds ``connect`` waits for the workers of an existing scheduler by default (``--worker-timeout``).

@@ -409,3 +409,36 @@ def test_a_relative_root_works_on_workers_started_elsewhere(corpus, tmp_path, mo
     assert not (elsewhere / "runs").exists()
     np.testing.assert_allclose(open_model(str(here / "runs" / "x"), "k6-ap").arrays["B"],
                                open_model(str(corpus), "k6-ap").arrays["B"], rtol=0, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_a_frozen_scheduler_is_given_up_on_within_the_heartbeat_timeout(corpus, tmp_path):
+    from distributed import Client
+
+    root = _copy_corpus(corpus, tmp_path / "root")
+    procs: list = []
+    try:
+        address = _start_scheduler(tmp_path, procs)
+        procs.append(_start_worker(address, "w0"))
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+        stage = subprocess.Popen([str(BIN / "jsmf"), "cooccur", root, "--tile-size", "100", "--scheduler", address,
+                                  "--heartbeat-timeout", "4", "--quiet"],
+                                 env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with Client(address, timeout=30) as client:
+            _wait_for(lambda: any(client.processing().values()), 120, "the stage's tasks")
+        procs[0].send_signal(signal.SIGSTOP)  # the scheduler freezes mid-stage
+        t0 = time.monotonic()
+        rc, err = stage.wait(timeout=120), stage.stderr.read()
+        waited = time.monotonic() - t0
+        stage.stderr.close()
+    finally:
+        if procs:
+            procs[0].send_signal(signal.SIGKILL)  # a stopped process still dies of SIGKILL
+        _stop(procs)
+    assert rc == 1, err
+    assert waited < 4 + 1 + 2 + 10  # the timeout, a heartbeat interval, the client's close, process exit
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "stopped answering for 4 s" in lines[0] and lines[0].startswith("jsmf: error:"), err
+    assert not (Path(root) / "cooc.zarr").exists()
