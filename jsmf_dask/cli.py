@@ -324,6 +324,21 @@ def _absolute_paths(args: argparse.Namespace) -> None:
         args.stopwords = absolute(args.stopwords)
 
 
+def _no_space(err: OSError, args: argparse.Namespace) -> str | None:
+    """The one-line message for a full disk (ENOSPC), naming where, the stage and the space left, else None."""
+    import errno
+
+    if err.errno != errno.ENOSPC:
+        return None
+    from jsmf_dask.io.fs import free_bytes
+
+    where = err.filename or getattr(args, "root", None) or "the output"
+    free = free_bytes(where) if isinstance(where, str) else None
+    left = "" if free is None else f" ({free / 2**20:.1f} MiB free there now)"
+    return (f"no space left on the device writing {where}{left} during `jsmf {args.command}`: this stage wrote "
+            "nothing (its temporaries were removed); free some space and rerun")
+
+
 def _lost_scheduler(err: BaseException, args: argparse.Namespace) -> str | None:
     """The one-line message for a scheduler lost mid-command (its connection closed, our futures cancelled with
     it), else None."""
@@ -408,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as err:  # distributed's cancellations are BaseExceptions (asyncio.CancelledError)
         message = _lost_scheduler(err, args)
         if message is None and isinstance(err, OSError):
-            message = str(err)
+            message = _no_space(err, args) or str(err)
         if message is None:
             raise
         print(f"jsmf: error: {message}", file=sys.stderr)

@@ -96,3 +96,69 @@ def test_connect_takes_the_scheduler_the_operator_hands_the_job(monkeypatch):
     monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:9")
     with pytest.raises(ClusterError, match=r"tcp://127\.0\.0\.1:9"), connect(connect_timeout=2.0):
         pass
+
+
+_FAKE_JOBQUEUE = '''
+"""A stand-in for dask-jobqueue: SLURMCluster is a local scheduler with no workers (the worker jobs never start),
+and every call is logged to $FAKE_SLURM_LOG."""
+import json
+import os
+
+from distributed import LocalCluster
+
+
+def _log(entry):
+    with open(os.environ["FAKE_SLURM_LOG"], "a") as f:
+        f.write(json.dumps(entry) + "\\n")
+
+
+class SLURMCluster:
+    def __init__(self, **kwargs):
+        self._cluster = LocalCluster(n_workers=0, dashboard_address=None)
+        self.scheduler_address = self._cluster.scheduler_address
+        _log({"init": {key: str(value) for key, value in kwargs.items()}})
+
+    def scale(self, jobs):
+        _log({"scale": jobs})
+
+    def close(self):
+        self._cluster.close()
+        _log({"close": True})
+'''
+
+
+def test_slurm_driver_cancelled_closes_its_worker_jobs(tmp_path):
+    """scancel sends the driver SIGTERM: it stops `jsmf run` and closes the cluster (which cancels the worker jobs);
+    the job sizes come from the sbatch's variables."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fake = tmp_path / "fake"
+    (fake / "dask_jobqueue").mkdir(parents=True)
+    (fake / "dask_jobqueue" / "__init__.py").write_text(_FAKE_JOBQUEUE)
+    log = tmp_path / "slurm.log"
+    config = tmp_path / "run.toml"
+    config.write_text(f'root = "{tmp_path / "run"}"\n[ingest]\ninputs = ["{tmp_path / "missing.txt"}"]\n')
+    (tmp_path / "missing.txt").write_text("a b c\n")
+    env = dict(os.environ, PYTHONPATH=str(fake), FAKE_SLURM_LOG=str(log), JSMF_JOBS="3", JSMF_CORES="1",
+               JSMF_MEMORY="2GB", JSMF_WALLTIME="01:00:00", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env.pop("SLURM_JOB_ID", None)
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    driver = subprocess.Popen([sys.executable, str(DEPLOY / "slurm" / "run_on_slurm.py"), str(config)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (log.exists() and '"scale"' in log.read_text()):
+        assert time.monotonic() < deadline and driver.poll() is None, driver.stderr.read() if driver.poll() else ""
+        time.sleep(0.1)
+    time.sleep(3)  # jsmf run starts and waits for a worker that never comes
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=60) == 128 + signal.SIGTERM
+    driver.stderr.close()
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    init = entries[0]["init"]
+    assert (init["cores"], init["processes"], init["memory"], init["walltime"]) == ("1", "1", "2GB", "01:00:00")
+    assert {"scale": 3} in entries and entries[-1] == {"close": True}

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import os
 import posixpath
+import shutil
 import uuid
 from collections.abc import Iterator
 
@@ -159,6 +160,29 @@ def refuse_existing(final: str, *, overwrite: bool = False) -> None:
     fs, path = get_fs(final)
     if not overwrite and fs.exists(path):
         raise StoreError(f"{final} already exists; pass overwrite=True to replace it")
+
+
+def free_bytes(url: str) -> int | None:
+    """Free bytes of the local file system holding ``url`` (its nearest existing folder); None for a URL."""
+    fs, path = get_fs(url)
+    if not isinstance(fs, LocalFileSystem):
+        return None
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    return shutil.disk_usage(path).free
+
+
+def check_free_space(url: str, need: int, what: str) -> None:
+    """:class:`StoreError` before any work when the local file system holding ``url`` has less than ``need``
+    bytes free (``what`` says what needs them); object stores are not checked."""
+    free = free_bytes(url)
+    if free is not None and free < need:
+        raise StoreError(f"{url}: {what} needs up to {need / 2**30:.2f} GiB, and its file system has "
+                         f"{free / 2**30:.2f} GiB free; free some space or choose another root")
 
 
 @contextlib.contextmanager

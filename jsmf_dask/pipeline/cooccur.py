@@ -23,7 +23,7 @@ from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout, check_int, check_validation
 from jsmf_dask.exceptions import ConvergenceWarning, CorpusSchemaError, InvalidParameterError, StoreError
 from jsmf_dask.io.provenance import library_versions
-from jsmf_dask.io.fs import get_fs, join, remove, staged_output
+from jsmf_dask.io.fs import check_free_space, get_fs, join, remove, staged_output
 from jsmf_dask.io.parquet import (
     corpus_dir,
     corpus_tokens,
@@ -238,6 +238,10 @@ def cooccur(
         summary.reason = reason
         return summary
     edges = word_block_edges(n_words, tile_size)
+    # the tiles of C (and D2) uncompressed, the most they take; the previous store stays until the commit
+    check_free_space(root, 8 * n_words * n_words * (2 if codoc else 1),
+                     f"cooccur (C{' and D2' if codoc else ''} of N = {n_words} words, 8N² bytes each, uncompressed"
+                     f"{'' if not codoc else '; --no-codoc halves it'})")
     with staged_output(cooc_path(root), root=root, overwrite=overwrite or update) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
         scratch = join(tmp, "_scratch")
