@@ -29,14 +29,42 @@ def containers(doc) -> list[dict]:
     return found
 
 
+REGISTRY = "registry.example.com"  # the placeholder the README says to replace after `docker push`
+
+
+def _docs() -> dict[str, list]:
+    return {p.name: list(yaml.safe_load_all(p.read_text())) for p in sorted((DEPLOY / "kubernetes").glob("*.yaml"))}
+
+
+def _pods(doc) -> list[dict]:
+    """Every pod spec (a mapping with ``containers``) in a manifest."""
+    found = []
+    if isinstance(doc, dict):
+        if "containers" in doc:
+            found.append(doc)
+        for v in doc.values():
+            found.extend(_pods(v))
+    elif isinstance(doc, list):
+        for v in doc:
+            found.extend(_pods(v))
+    return found
+
+
+def _mounts(pod: dict) -> dict[str, str]:
+    """``{mount path: claim name}`` of a pod's containers."""
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", [])}
+    return {m["mountPath"]: claims[m["name"]] for c in pod["containers"] for m in c.get("volumeMounts", [])}
+
+
 def test_kubernetes_manifests_agree_with_the_code():
-    docs = {p.name: list(yaml.safe_load_all(p.read_text())) for p in sorted((DEPLOY / "kubernetes").glob("*.yaml"))}
-    assert set(docs) == {"daskcluster.yaml", "daskjob.yaml", "cronjob-nightly.yaml"}
+    docs = _docs()
+    assert set(docs) == {"daskcluster.yaml", "daskjob.yaml", "cronjob-nightly.yaml", "volumes.yaml"}
+    versions = {"cronjob-nightly.yaml": "batch/v1", "volumes.yaml": "v1"}
     for name, parsed in docs.items():
         for doc in parsed:
-            assert doc["apiVersion"] == ("batch/v1" if name.startswith("cronjob") else "kubernetes.dask.org/v1"), name
+            assert doc["apiVersion"] == versions.get(name, "kubernetes.dask.org/v1"), name
             for c in containers(doc):
-                assert c["image"] == IMAGE, (name, c["name"])  # the image built from deploy/Dockerfile
+                assert c["image"] == f"{REGISTRY}/{IMAGE}", (name, c["name"])  # deploy/Dockerfile's image, pushed
                 args = c["args"]
                 if c["name"] == "worker":
                     assert args[:2] == ["dask", "worker"] and args[args.index("--nthreads") + 1] == "1"
@@ -65,6 +93,58 @@ def test_kubernetes_manifests_agree_with_the_code():
     env = {e["name"]: e["value"] for e in nightly["env"]}
     service = f"{cluster['metadata']['name']}-scheduler"  # the operator's service name for the DaskCluster
     assert env["DASK_SCHEDULER_ADDRESS"] == f"tcp://{service}:8786"
+
+
+def _under(path: str, mounts: dict[str, str]) -> bool:
+    return any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts)
+
+
+def test_every_pod_of_a_run_sees_its_root_and_inputs_on_shared_volumes():
+    """Workers read the corpus and write C and the models; they mount what the driver mounts, where it mounts it,
+    and the config's root and inputs lie on those volumes; every claim is declared ReadWriteMany."""
+    docs = _docs()
+    claims = {d["metadata"]["name"]: d["spec"]["accessModes"] for d in docs["volumes.yaml"]}
+    assert all(modes == ["ReadWriteMany"] for modes in claims.values()), claims
+    job = docs["daskjob.yaml"][0]
+    (driver_pod,) = _pods(job["spec"]["job"])
+    worker_pod = job["spec"]["cluster"]["spec"]["worker"]["spec"]
+    cron = docs["cronjob-nightly.yaml"][0]
+    (nightly_pod,) = _pods(cron)
+    cluster_workers = docs["daskcluster.yaml"][0]["spec"]["worker"]["spec"]
+    for driver, workers in ((driver_pod, worker_pod), (nightly_pod, cluster_workers)):
+        mounts = _mounts(driver)
+        assert mounts and _mounts(workers) == mounts  # same claims at the same paths
+        assert set(mounts.values()) <= set(claims)
+        (container,) = driver["containers"]
+        cfg = load_run_config(REPO / container["args"][2].removeprefix("/opt/jsmf/"))
+        in_image = [p.replace(str(REPO), "/opt/jsmf", 1) for p in [cfg.root, *cfg.stage("ingest")["inputs"]]]
+        for path in in_image:
+            assert _under(path, mounts), (path, mounts)
+
+
+def test_operator_manifests_validate_against_its_crds():
+    """Each DaskCluster and DaskJob against the operator's own openAPIV3Schema (kubernetes.dask.org/v1), as the API
+    server checks them on `kubectl apply`."""
+    import jsonschema
+
+    crds = {}
+    for path in (REPO / "tests" / "data" / "dask-operator-crds").glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+        crds[crd["spec"]["names"]["kind"]] = version["schema"]["openAPIV3Schema"]
+    checked = 0
+    for name, parsed in _docs().items():
+        for doc in parsed:
+            if doc["apiVersion"] != "kubernetes.dask.org/v1":
+                continue
+            errors = sorted(jsonschema.Draft7Validator(crds[doc["kind"]]).iter_errors(doc), key=str)
+            assert not errors, (name, [f"{list(e.path)}: {e.message}" for e in errors[:5]])
+            checked += 1
+    assert checked == 2
+    # the schema is not vacuous: a field of the wrong type is refused
+    bad = _docs()["daskcluster.yaml"][0]
+    bad["spec"]["worker"]["replicas"] = "eight"
+    assert list(jsonschema.Draft7Validator(crds["DaskCluster"]).iter_errors(bad))
 
 
 def test_dockerfile_installs_the_package_and_the_configs():
