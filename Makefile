@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_ROOT ?= demo-run
 
-.PHONY: demo test install clean bench browser
+.PHONY: demo test install clean bench browser test-slurm
 
 # The report's browser test needs Debian's chromium; install it where it is missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -31,6 +31,10 @@ browser:
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# Opt-in: installs and configures a single-node SLURM here (root, apt-get), runs deploy/slurm's recipe on it.
+test-slurm: $(STAMP)
+	bash deploy/slurm/test_slurm.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m pipelines.benchmarks.cooccur
