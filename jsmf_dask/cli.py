@@ -324,6 +324,21 @@ def _absolute_paths(args: argparse.Namespace) -> None:
         args.stopwords = absolute(args.stopwords)
 
 
+def _worker_paths(args: argparse.Namespace) -> list[str]:
+    """The local paths every worker must see: the inputs, and the run root (its nearest existing folder where the
+    command creates it)."""
+    config = getattr(args, "run_config", None)
+    if config is not None:
+        root = config.root
+        inputs = list((config.stage("ingest") or {}).get("inputs", []))
+    else:
+        root, inputs = args.root, list(getattr(args, "inputs", None) or [])
+    if "://" not in root:
+        while not os.path.exists(root) and os.path.dirname(root) != root:  # a root this command creates
+            root = os.path.dirname(root)
+    return [root, *inputs]
+
+
 def _no_space(err: OSError, args: argparse.Namespace) -> str | None:
     """The one-line message for a full disk (ENOSPC), naming where, the stage and the space left, else None."""
     import errno
@@ -410,7 +425,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lazy=True,  # the stage checks its inputs first: a bad one fails without starting a cluster
                 on_dashboard=None if args.quiet else lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
                 on_engine=None if args.quiet else lambda line: print(line, file=sys.stderr),
-            ):
+            ) as client:
+                if client is not None:  # an existing scheduler: its workers must see our paths
+                    from jsmf_dask.cluster import check_worker_paths
+
+                    check_worker_paths(client, _worker_paths(args))
                 lines = _COMMANDS[args.command](args)
     except JSMFError as err:
         # `jsmf run` takes no stage flags: its config keys carry the parameters' names

@@ -291,6 +291,32 @@ def await_workers(client, n: int, timeout: float, on_wait: Callable[[str], None]
             f"workers (`dask worker {address}`), or wait longer with --worker-timeout") from None
 
 
+def _missing_here(paths: list[str]) -> list[str]:
+    """Of ``paths``, those this process cannot see (run on each worker by :func:`check_worker_paths`)."""
+    return [p for p in paths if not os.path.exists(p)]
+
+
+def check_worker_paths(client, paths: list[str]) -> None:
+    """Raise :class:`ClusterError` unless every worker of ``client`` sees every local path of ``paths``.
+
+    Each worker stats the paths itself (``Client.run``, no task), so a root or
+    input that exists only on the driver's machine is named, with the first
+    worker that cannot see it, before any work. URLs are not checked (fsspec
+    reaches them the same way from everywhere).
+    """
+    local = sorted({os.path.abspath(p) for p in paths if p and "://" not in p})
+    if not local:
+        return
+    missing = {w: m for w, m in client.run(_missing_here, local).items() if m}
+    if missing:
+        worker, gone = sorted(missing.items())[0]
+        others = f" (and {len(missing) - 1} more worker(s))" if len(missing) > 1 else ""
+        raise ClusterError(
+            f"worker {worker}{others} cannot see {gone[0]} (no such file or directory on that worker): the run "
+            "root and the inputs must be on storage every worker mounts at the same path, or object-store URLs "
+            "(deploy/README.md)")
+
+
 def _pending_owner() -> _LocalClusterOnDemand | None:
     """The LocalCluster-on-demand of an enclosing ``connect(lazy=True)``, if any."""
     owner = getattr(dask.config.get("scheduler", None), "__self__", None)

@@ -242,3 +242,35 @@ def test_slurm_driver_cancelled_closes_its_worker_jobs(tmp_path):
     init = entries[0]["init"]
     assert (init["cores"], init["processes"], init["memory"], init["walltime"]) == ("1", "1", "2GB", "01:00:00")
     assert {"scale": 3} in entries and entries[-1] == {"close": True}
+
+
+def test_plain_dask_recipe_runs_a_config(tmp_path):
+    """deploy/dask/run_with_dask.sh: a scheduler and two workers from their own directories, `jsmf run` on them, all
+    stopped at the end; the model equals the same config on threads."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from jsmf_dask import open_model
+    from jsmf_dask.cli import main
+    from tests.conftest import REUTERS_DOCWORD, REUTERS_VOCAB
+
+    for src in (REUTERS_DOCWORD, REUTERS_VOCAB):
+        shutil.copy(src, tmp_path)
+    for name in ("dask", "threads"):
+        (tmp_path / f"{name}.toml").write_text(
+            f'root = "run-{name}"\n[ingest]\ninputs = ["{REUTERS_DOCWORD.name}"]\nvocab_size = 400\n'
+            "[cooccur]\ntile_size = 128\n[[fit]]\ntopics = 5\niterations = 20\n")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", TMPDIR=str(tmp_path))
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    done = subprocess.run(["bash", str(DEPLOY / "dask" / "run_with_dask.sh"), str(tmp_path / "dask.toml"), "2", "2GiB"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "2 worker(s) of 2GiB" in done.stderr and "3 stage(s) ran" in done.stdout
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("jsmf-dask.")]  # its scheduler files removed
+    assert main(["run", str(tmp_path / "threads.toml"), "--scheduler", "threads", "--quiet"]) == 0
+    np.testing.assert_allclose(open_model(str(tmp_path / "run-dask"), "k5-ap").arrays["B"],
+                               open_model(str(tmp_path / "run-threads"), "k5-ap").arrays["B"], rtol=0, atol=1e-10)

@@ -442,3 +442,56 @@ def test_a_frozen_scheduler_is_given_up_on_within_the_heartbeat_timeout(corpus, 
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "stopped answering for 4 s" in lines[0] and lines[0].startswith("jsmf: error:"), err
     assert not (Path(root) / "cooc.zarr").exists()
+
+
+def _start_worker_in_namespace(address: str, name: str, hidden: Path, cwd: Path) -> subprocess.Popen:
+    """A worker in its own mount namespace, where ``hidden`` is covered by an empty tmpfs: it sees everything the
+    driver sees except what lies under ``hidden`` (as a pod or node sees only the volumes it mounts)."""
+    worker = " ".join([str(BIN / "dask"), "worker", address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
+                       "--no-dashboard", "--name", name, "--memory-limit", "4GiB"])
+    return subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                             f"mount -t tmpfs jsmf-private {hidden} && exec {worker}"],
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+
+
+@pytest.mark.slow
+def test_workers_in_their_own_mount_namespace(tmp_path, capsys):
+    """Workers see the shared folder only: an input left on the driver's private disk is named, with the worker,
+    before any work; with everything shared, `jsmf run` gives the embedded cluster's result bit for bit."""
+    import shutil
+
+    from distributed import Client
+
+    from jsmf_dask import open_model
+    from tests.conftest import REUTERS_DOCWORD, REUTERS_VOCAB
+
+    if subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs t {tmp_path}"], capture_output=True).returncode:
+        pytest.skip("cannot mount in a private mount namespace here")
+    shared, private, elsewhere = tmp_path / "shared", tmp_path / "private", tmp_path / "elsewhere"
+    for d in (shared, private, elsewhere):
+        d.mkdir()
+    for src in (REUTERS_DOCWORD, REUTERS_VOCAB):
+        shutil.copy(src, private)
+        shutil.copy(src, shared)
+    body = "[ingest]\nvocab_size = 400\ninputs = [\"{}\"]\n[cooccur]\ntile_size = 128\n[[fit]]\ntopics = 5\niterations = 20\n"
+    configs = {}
+    for name, where in (("private", private), ("shared", shared), ("embedded", shared)):
+        configs[name] = tmp_path / f"{name}.toml"
+        configs[name].write_text(f'root = "{shared / ("run-" + name)}"\n' + body.format(where / REUTERS_DOCWORD.name))
+    procs: list = []
+    try:
+        address = _start_scheduler(elsewhere, procs)
+        procs.append(_start_worker_in_namespace(address, "pod0", private, elsewhere))
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+            (worker,) = client.scheduler_info(n_workers=-1)["workers"]
+        assert main(["run", str(configs["private"]), "--scheduler", address, "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert f"worker {worker} cannot see {private / REUTERS_DOCWORD.name}" in err, err
+        assert not (shared / "run-private").exists()
+        assert main(["run", str(configs["shared"]), "--scheduler", address, "--quiet"]) == 0
+    finally:
+        _stop(procs)
+    assert main(["run", str(configs["embedded"]), "--workers", "1", "--quiet"]) == 0  # the embedded LocalCluster
+    np.testing.assert_array_equal(open_model(str(shared / "run-shared"), "k5-ap").arrays["B"],
+                                  open_model(str(shared / "run-embedded"), "k5-ap").arrays["B"])
