@@ -14,14 +14,18 @@ output restores the previous one from its ``.old-*`` copy.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import errno
+import hashlib
 import os
 import posixpath
 import shutil
+import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import fsspec
+import psutil
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
@@ -186,7 +190,8 @@ def check_free_space(url: str, need: int, what: str) -> None:
 
 
 @contextlib.contextmanager
-def staged_output(final: str, *, root: str, overwrite: bool = False) -> Iterator[str]:
+def staged_output(final: str, *, root: str, overwrite: bool = False,
+                  unchanged: Callable[[], bool] | None = None) -> Iterator[str]:
     """Yield a temporary location for ``final``; rename it into place on success.
 
     Parameters
@@ -199,6 +204,11 @@ def staged_output(final: str, *, root: str, overwrite: bool = False) -> Iterator
     overwrite : bool, default=False
         Replace an existing ``final``; otherwise an existing one is an error
         raised before any work is done.
+    unchanged : callable, optional
+        For an output built from the one it replaces (``cooccur --update``):
+        called at the commit, False when ``final`` is no longer the version
+        this writer read (another writer committed since), which discards
+        this output like a lost race.
 
     A run killed before the rename leaves only a hidden ``.name.tmp-*``; one
     killed between moving the old output aside and renaming the new one in
@@ -227,7 +237,7 @@ def staged_output(final: str, *, root: str, overwrite: bool = False) -> Iterator
     recover_interrupted(final)
     refuse_existing(final, overwrite=overwrite)
     parent, name = posixpath.split(path.rstrip("/"))
-    token = uuid.uuid4().hex[:12]
+    token = f"{uuid.uuid4().hex[:12]}.{_WRITER}"
     tmp_path = posixpath.join(parent, f".{name}.tmp-{token}")
     tmp_url = _same_scheme(final, tmp_path)
     created_parent = not fs.exists(parent)
@@ -242,21 +252,29 @@ def staged_output(final: str, *, root: str, overwrite: bool = False) -> Iterator
         raise
     old_path = posixpath.join(parent, f".{name}.old-{token}")
     try:
+        if unchanged is not None and not unchanged():
+            raise _Raced(final)
         if fs.exists(path):
             if not overwrite:  # another writer committed it since this one started (it was refused before)
                 raise _Raced(final)
-            _move_tree(fs, path, old_path)
+            try:
+                _move_tree(fs, path, old_path)
+            except FileNotFoundError:  # another writer moved it aside first: its commit is under way
+                raise _Raced(final) from None
         try:
             _move_tree(fs, tmp_path, path)
         except FileExistsError:  # another writer's commit landed between the move aside and this rename
             if fs.exists(old_path):
                 fs.rm(old_path, recursive=True)
             raise _Raced(final) from None
-    except _Raced as raced:
-        fs.rm(tmp_path, recursive=True)
-        raise StoreError(f"{raced.final} was committed by another writer while this command ran; this run's "
-                         "output was discarded (nothing of it is in place): pass overwrite=True to replace "
-                         "theirs") from None
+    except BaseException as err:
+        if fs.exists(tmp_path):  # whatever went wrong, this run's output does not stay half-committed
+            fs.rm(tmp_path, recursive=True)
+        if isinstance(err, _Raced):
+            raise StoreError(f"{err.final} was committed by another writer while this command ran; this run's "
+                             "output was discarded (nothing of it is in place): rerun it to build on theirs "
+                             "(an update, an append), or pass overwrite=True to replace theirs") from None
+        raise
     if fs.exists(old_path):
         fs.rm(old_path, recursive=True)
 
@@ -300,13 +318,38 @@ def check_committed(url: str) -> None:
                          "(the previous version is restored then)")
 
 
+#: This process as a writer: ``<pid>.<host hash>``, the suffix of its temporaries' names (:func:`_stale`).
+_WRITER = f"{os.getpid()}.{hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()}"
+#: A temporary of a writer on another host counts as abandoned once it is this old (its process cannot be asked).
+STALE_AFTER_SECONDS = 24 * 3600
+
+
+def _stale(fs, path: str) -> bool:
+    """Whether the temporary ``path`` (``.name.tmp-<token>.<pid>.<host>`` or ``.old-…``) was left by a writer that is
+    gone: this process, one of this host whose process no longer exists, or one of another host older than
+    :data:`STALE_AFTER_SECONDS`. Names without a writer (older versions) are stale."""
+    parts = posixpath.basename(path).rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return True
+    pid, host = int(parts[1]), parts[2]
+    if host == _WRITER.split(".")[1]:
+        # this process's own leftovers are stale too: it is past the commit that made them (an exception in it)
+        return pid == os.getpid() or not psutil.pid_exists(pid)
+    try:
+        age = _dt.datetime.now(_dt.UTC) - fs.modified(path).astimezone(_dt.UTC)
+    except (NotImplementedError, OSError, ValueError, AttributeError):
+        return False
+    return age.total_seconds() > STALE_AFTER_SECONDS
+
+
 def recover_interrupted(url: str) -> None:
     """Undo what a killed commit of ``url`` left.
 
     Local: restore ``.name.old-*`` if the rename into place did not happen.
     Object store: if ``url`` lacks its sentinel, remove it and restore the
     complete ``.old-*`` copy if there is one. Then remove stale ``.name.tmp-*``
-    and ``.name.old-*`` siblings (one writer per output).
+    and ``.name.old-*`` siblings. Only what writers that are gone left
+    (:func:`_stale`): a concurrent writer's temporaries are its own.
     """
     fs, path = get_fs(url)
     path = path.rstrip("/")
@@ -315,6 +358,7 @@ def recover_interrupted(url: str) -> None:
         return
     fs.invalidate_cache()
     siblings = [p.rstrip("/") for p in fs.ls(parent, detail=False)]
+    siblings = [p for p in siblings if not posixpath.basename(p).startswith(f".{name}.") or _stale(fs, p)]
     olds = sorted(p for p in siblings if posixpath.basename(p).startswith(f".{name}.old-"))
     if isinstance(fs, LocalFileSystem):
         if olds and not fs.exists(path):

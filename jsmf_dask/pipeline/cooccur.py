@@ -89,6 +89,17 @@ class CooccurrenceSummary:
         ]
 
 
+def _version(root: str) -> tuple | None:
+    """What identifies the committed ``cooc.zarr`` of ``root`` (None when there is none): an update builds on one
+    version and must not replace another (a concurrent update's), or it would count those documents twice."""
+    try:
+        attrs = open_cooccurrence(cooc_path(root)).attrs
+    except StoreError:
+        return None
+    return (attrs.get("created"), len(attrs.get("corpus_manifest", [])), attrs.get("entry_sum"),
+            len(attrs.get("updates", [])))
+
+
 def cooccur(
     root: str,
     *,
@@ -242,7 +253,9 @@ def cooccur(
     check_free_space(root, 8 * n_words * n_words * (2 if codoc else 1),
                      f"cooccur (C{' and D2' if codoc else ''} of N = {n_words} words, 8N² bytes each, uncompressed"
                      f"{'' if not codoc else '; --no-codoc halves it'})")
-    with staged_output(cooc_path(root), root=root, overwrite=overwrite or update) as tmp:
+    read = _version(root) if update else None  # an update adds to this C: commit only if it is still the one
+    with staged_output(cooc_path(root), root=root, overwrite=overwrite or update,
+                       unchanged=None if read is None else lambda: _version(root) == read) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)

@@ -59,3 +59,23 @@ def test_two_concurrent_fits_of_one_name_one_succeeds(tmp_path):
     assert "Traceback" not in err
     assert open_model(str(root), "same").arrays["B"].shape[1] == winners[0]
     assert not [p for p in os.listdir(root / "model.zarr") if p.startswith(".")]  # no temporaries left
+
+
+def test_recovery_removes_only_what_writers_that_are_gone_left(tmp_path):
+    """The next writer cleans up after a killed one, never under a live one: a temporary named for a running
+    process stays, one named for a finished process (or in the old unnamed form) goes."""
+    from jsmf_dask.io.fs import _WRITER, recover_interrupted
+
+    host = _WRITER.split(".")[1]
+    live = subprocess.Popen(["sleep", "60"])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    try:
+        for name in (f".out.tmp-aaa.{live.pid}.{host}", f".out.tmp-bbb.{dead.pid}.{host}", ".out.tmp-0123456789ab",
+                     f".out.tmp-ccc.{live.pid}.ffffffff"):  # the last: a writer of another host, just started
+            (tmp_path / name).mkdir()
+        recover_interrupted(str(tmp_path / "out"))
+        assert sorted(os.listdir(tmp_path)) == [f".out.tmp-aaa.{live.pid}.{host}", f".out.tmp-ccc.{live.pid}.ffffffff"]
+    finally:
+        live.kill()
+        live.wait()

@@ -151,3 +151,40 @@ def test_refit_warm_starts_from_the_previous_model(parts, tmp_path):
     np.testing.assert_allclose(warm.B, cold.B, rtol=0, atol=1e-6)  # both AP runs to eigen-residual 1e-6
     with pytest.raises(ValueError, match="warm_start='cold' has no eigenvectors of shape"):
         fit(root, n_topics=5, iterations=5, name="k5", warm_start="cold")
+
+
+@pytest.mark.slow
+def test_two_concurrent_updates_apply_every_document_once(parts, tmp_path):
+    """Two `cooccur --update` at once after one `ingest --append`: whichever commits, C equals a rebuild; the other
+    either finds nothing left to count, applies the same update, or fails with a clear error — never counts twice."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    inc = tmp_path / "inc"
+    ingest(inc, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=600, row_group_size=60)
+    cooccur(inc, tile_size=256)
+    ingest(inc, [str(parts["day2"])], doc_ids=parts["ids2"], append=True, row_group_size=60)
+    env = dict(os.environ)
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    jsmf = str(Path(sys.executable).parent / "jsmf")
+    procs = [subprocess.Popen([jsmf, "cooccur", str(inc), "--update", "--scheduler", "threads", "--quiet"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outcomes = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    for p in procs:
+        p.stderr.close()
+    assert any(rc == 0 for rc, _ in outcomes), outcomes
+    for rc, err in outcomes:
+        assert rc in (0, 1) and "Traceback" not in err, err
+        if rc == 1:
+            assert err.startswith("jsmf: error:") and len(err.strip().splitlines()) == 1, err
+    ref_root = tmp_path / "ref"
+    shutil.copytree(inc / "corpus", ref_root / "corpus")
+    cooccur(ref_root, tile_size=256)
+    store, ref = open_cooccurrence(f"{inc}/cooc.zarr"), open_cooccurrence(f"{ref_root}/cooc.zarr")
+    np.testing.assert_allclose(store.C[:], ref.C[:], rtol=0, atol=1e-12 * ref.C[:].max())
+    np.testing.assert_array_equal(store.D2[:], ref.D2[:])
+    assert store.attrs["n_docs"] == ref.attrs["n_docs"]
+    assert not [p for p in os.listdir(inc) if p.startswith(".cooc.zarr")], outcomes  # no temporaries left
