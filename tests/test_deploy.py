@@ -152,8 +152,29 @@ def test_dockerfile_installs_the_package_and_the_configs():
     assert re.search(r"^FROM python:3\.11", text, re.M)
     for path in ("pyproject.toml", "jsmf_dask", "pipelines"):
         assert re.search(rf"^COPY .*\b{re.escape(path)}\b", text, re.M), path
-    assert "pip install ." in text and "WORKDIR /opt/jsmf" in text
+    assert "pip install -c deploy/constraints.txt ." in text and "WORKDIR /opt/jsmf" in text
     assert f"-t {IMAGE}" in text  # the documented build tag is the manifests' image
+
+
+def test_the_image_installs_exact_versions_within_the_tested_bounds():
+    """deploy/Dockerfile installs from deploy/constraints.txt, which pins every dependency of pyproject.toml to one
+    version at or above its tested lower bound."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    assert "pip install -c deploy/constraints.txt . s3fs gcsfs" in (DEPLOY / "Dockerfile").read_text()
+    pins = {}
+    for line in (DEPLOY / "constraints.txt").read_text().splitlines():
+        spec = line.split("#", 1)[0].strip()
+        if spec:
+            name, version = spec.split("==")
+            pins[name.lower().replace("_", "-")] = Version(version)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for text in [*project["dependencies"], "s3fs", "gcsfs"]:
+        req = Requirement(text)
+        name = req.name.lower().replace("_", "-")
+        assert name in pins, f"{name} is not pinned in deploy/constraints.txt (rerun deploy/update_constraints.py)"
+        assert req.specifier.contains(pins[name]), (name, str(req.specifier), pins[name])
 
 
 def test_slurm_recipe_runs_the_cli_with_the_scheduler_variable():

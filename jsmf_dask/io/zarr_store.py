@@ -311,11 +311,20 @@ class StoredRows:
             out[np.arange(index.size), index] = self.diagonal[index]
         return out
 
-    def to_dask(self):
-        """The whole matrix as a lazy dask array over the store's chunks."""
+    def to_dask(self, block_bytes: int = 64 << 20):
+        """The whole matrix as a lazy dask array of blocks of whole rows, about ``block_bytes`` each.
+
+        Blocks are sized for the work, not the store's tiles: a store of small
+        tiles (``--tile-size 128``) would otherwise make a graph of thousands
+        of tiny tasks, slow on a cluster; each block reads its tiles at once.
+        """
         import dask.array as da
 
-        X = da.from_zarr(self.array())
+        arr = self.array()
+        n_rows, n_cols = arr.shape
+        tile = arr.chunks[0]
+        rows = max(tile, (block_bytes // max(1, 8 * n_cols)) // tile * tile)
+        X = da.from_zarr(arr, chunks=(min(rows, n_rows), n_cols))
         if self.scale != 1.0:
             X = X / self.scale
         if self.diagonal is not None:
