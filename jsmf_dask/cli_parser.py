@@ -112,6 +112,11 @@ def _topics_spec(text: str) -> list[int]:
         ) from None
 
 
+def _separator(text: str) -> str:
+    """``--delimiter``: the text itself, with ``\\t`` or ``tab`` for a tab (hard to type in a shell)."""
+    return "\t" if text in ("\\t", "tab") else text
+
+
 def _number(cast, accept, expected: str):
     """An argparse type: ``cast(text)``, refused with ``expected`` unless ``accept`` takes it."""
     def parse(text: str):
@@ -169,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user-column", help="ratings: user column (default: first column)")
     p.add_argument("--item-column", help="ratings: item column (default: second column)")
     p.add_argument("--rating-column", help="ratings: rating column (default: third column)")
-    p.add_argument("--delimiter", default=",", help="baskets: item separator (default: ,)")
+    p.add_argument("--delimiter", default=None, metavar="SEP", type=_separator,
+                   help="CSV/TSV text tables: field separator (default: tab for .tsv files, else a comma); baskets: "
+                   "item separator (default: a comma)")
     p.add_argument("--no-header", dest="header", action="store_false",
                    help="CSV/TSV text tables: the first line is data; name columns by position "
                    "(--text-column 2 --id-column 1)")

@@ -130,7 +130,7 @@ def ingest(
     stopwords: str | Sequence[str] | None = "english",
     min_word_length: int = 3,
     ratings_columns: RatingsColumns = RatingsColumns(),
-    delimiter: str = ",",
+    delimiter: str | None = None,
     vocab_size: int | None = None,
     min_doc_tokens: int | None = None,
     min_doc_words: int | None = None,
@@ -167,8 +167,9 @@ def ingest(
         Shorter tokens are dropped when tokenising text.
     ratings_columns : RatingsColumns
         User, item and rating column names (default: the first three).
-    delimiter : str, default=','
-        Item separator of baskets input.
+    delimiter : str, optional
+        Field separator of CSV/TSV text tables (default: tab for ``.tsv``,
+        else comma) and item separator of baskets (default: comma).
     vocab_size : int or None, default=None
         Words kept by tf·idf rank; None keeps all. Above the number of
         eligible words every word is kept, with a warning.

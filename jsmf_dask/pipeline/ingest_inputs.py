@@ -146,14 +146,19 @@ def input_partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id
             vocab = vocabs.pop()
         return uci_partitions(inputs, vocab, doc_ids_url=doc_ids, block_size=block_size)
     if format == "text":
+        if delimiter is not None and len(delimiter) != 1:
+            raise InputError(f"the text table delimiter must be one character (a CSV/TSV field separator); got "
+                             f"{delimiter!r}")
         parts = text_partitions(
             inputs, text_column=text_column, id_column=id_column,
-            options=TextOptions(min_word_length=min_word_length, encoding=encoding, strip=strip, header=header),
+            options=TextOptions(min_word_length=min_word_length, encoding=encoding, strip=strip, header=header,
+                                delimiter=delimiter),
             block_size=block_size,
             files_per_partition=config.get("ingest.files-per-partition"),
         )
         return parts, None
     if format == "baskets":
+        delimiter = "," if delimiter is None else delimiter
         if not delimiter:
             raise InputError("the baskets delimiter is empty; expected a separator such as ','")
         return baskets_partitions(inputs, delimiter=delimiter, block_size=block_size, encoding=encoding), None

@@ -38,7 +38,7 @@ __all__ = ["TransformReport", "transform", "reading_settings"]
 
 #: How ``ingest`` reads documents when its manifest does not say (corpora ingested before it was recorded).
 DEFAULT_READING = {"format": "auto", "min_word_length": 3, "text_column": "text", "id_column": None,
-                   "delimiter": ",", "encoding": "utf-8", "ratings_columns": {}, "strip": None, "header": True}
+                   "delimiter": None, "encoding": "utf-8", "ratings_columns": {}, "strip": None, "header": True}
 #: Documents without a known word named in the report (all are counted).
 SHOWN_EMPTY = 5
 

@@ -348,3 +348,26 @@ def test_headerless_tsv_with_numbered_columns(tmp_path):
     assert stored_docs(tmp_path / "cli") == EXPECTED
     with pytest.raises(InputError, match=r"no column '4' \(columns: \['1', '2', '3'\]\)"):
         ingest(tmp_path / "bad", [str(path)], header=False, text_column="4")
+
+
+def test_delimiter_of_a_text_table(tmp_path):
+    """--delimiter: a semicolon-separated .csv whose text is full of commas reads as two columns; the separator is
+    recorded for `jsmf transform`; a tab can be given as \\t; more than one character is refused."""
+    path = tmp_path / "docs.csv"
+    path.write_text("id;text\n" + "".join(f"{name};{text.replace('.', ',')}\n" for name, text in TEXTS.items()))
+    ingest(tmp_path / "run", [str(path)], delimiter=";", id_column="id", min_doc_tokens=2, min_doc_words=1)
+    assert stored_docs(tmp_path / "run") == EXPECTED
+    manifest = json.loads((tmp_path / "run" / "corpus" / "_ingest.json").read_text())
+    assert manifest["reading"]["delimiter"] == ";"
+    with pytest.raises(InputError, match="not valid CSV|no column 'text'"):  # read with commas, it is not the table
+        ingest(tmp_path / "comma", [str(path)], id_column="id", min_doc_tokens=2, min_doc_words=1)
+    tabbed = tmp_path / "docs.txt.csv"
+    tabbed.write_text(path.read_text().replace(";", "\t"))
+    from jsmf_dask.cli import main
+
+    assert main(["ingest", str(tmp_path / "cli"), str(tabbed), "--delimiter", "\\t", "--id-column", "id",
+                 "--min-doc-tokens", "2",
+                 "--min-doc-words", "1", "--quiet"]) == 0
+    assert stored_docs(tmp_path / "cli") == EXPECTED
+    with pytest.raises(InputError, match="delimiter must be one character"):
+        ingest(tmp_path / "bad", [str(path)], delimiter=";;")

@@ -29,6 +29,7 @@ class TextOptions:
     encoding: str = "utf-8"
     strip: str | None = None  # "email": headers, quoted replies and signatures removed first
     header: bool = True  # CSV/TSV: False: the first line is data; columns are named "1", "2", ...
+    delimiter: str | None = None  # CSV/TSV field separator; None: tab for .tsv, else comma
 
     def count(self, text: str) -> Counter[str]:
         """Token counts of one document."""
@@ -106,7 +107,8 @@ class TextTablePartition(StringSource):
                     read_options=pacsv.ReadOptions(use_threads=False, encoding=self.options.encoding,
                                                    autogenerate_column_names=not header),
                     # .tsv: tab-separated (a text column full of commas must not be split on them)
-                    parse_options=pacsv.ParseOptions(newlines_in_values=True, delimiter=_delimiter(self.url)),
+                    parse_options=pacsv.ParseOptions(newlines_in_values=True,
+                                                     delimiter=self.options.delimiter or _delimiter(self.url)),
                     convert_options=pacsv.ConvertOptions(column_types=types),
                 )
                 for batch in reader:
