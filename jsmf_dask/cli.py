@@ -185,15 +185,16 @@ def _run_choose_k(args: argparse.Namespace) -> list[str]:
 
 
 def _run_report(args: argparse.Namespace) -> list[str]:
-    from jsmf_dask.pipeline.ldavis import export_ldavis, require_pyldavis
+    from jsmf_dask.pipeline.ldavis import check_ldavis, export_ldavis
     from jsmf_dask.pipeline.report import report, report_model
 
-    if args.ldavis:
-        require_pyldavis()  # before any work
+    shown = None
+    if args.ldavis:  # pyLDAvis and the model's document weights checked before any work: report.html stays
+        shown = args.model or report_model(args.root)
+        check_ldavis(args.root, shown)
     path = report(args.root, model=args.model, baseline=args.baseline)
     lines = [f"report: {path}"]
-    if args.ldavis:
-        shown = args.model or report_model(args.root)
+    if shown is not None:
         lines.append(f"pyLDAvis view of {shown}: {export_ldavis(args.root, model=shown)}")
     return lines
 

@@ -25,7 +25,7 @@ from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.pipeline.infer import inferred_model, read_doc_topics
 from jsmf_dask.render.page import script_json
 
-__all__ = ["ldavis_inputs", "export_ldavis", "ldavis_path", "require_pyldavis", "PROBABILITY_FLOOR"]
+__all__ = ["check_ldavis", "ldavis_inputs", "export_ldavis", "ldavis_path", "require_pyldavis", "PROBABILITY_FLOOR"]
 
 PROBABILITY_FLOOR = 1e-12
 
@@ -45,16 +45,35 @@ def require_pyldavis():
     return pyLDAvis
 
 
+def _weights_of(root: str, model) -> str:
+    """Where ``model``'s document–topic weights are: ``'own'`` (a refined model's ``doc_topics/``) or
+    ``'inferred'`` (``<root>/doc_topics.parquet``, inferred under it); else :class:`StoreError` with the command
+    that writes them."""
+    fs, path = get_fs(join(model.url, "doc_topics"))
+    if fs.exists(path):
+        return "own"
+    inferred = inferred_model(root)
+    if inferred == model.name:
+        return "inferred"
+    replace = f" --overwrite (it replaces the weights of {inferred!r})" if inferred else ""
+    raise StoreError(f"{model.url}: no document–topic weights under model {model.name!r}; run "
+                     f"`jsmf infer {root} --model {model.name}{replace}` first (a refined model carries its own)")
+
+
+def check_ldavis(root: str, model: str) -> None:
+    """Everything the view of ``model`` needs, checked before any work: pyLDAvis installed, the model, and its
+    document–topic weights (:class:`JSMFError` / :class:`StoreError` naming what to do)."""
+    require_pyldavis()
+    _weights_of(os.fspath(root), open_model(os.fspath(root), model))
+
+
 def _doc_topics(root: str, model):
     """The document–topic table (``doc_id``, ``n_tokens``, ``topics``) under ``model``."""
-    fs, path = get_fs(join(model.url, "doc_topics"))
-    if fs.exists(path):  # a refined model: its training documents' normalised γ
+    if _weights_of(root, model) == "own":  # a refined model: its training documents' normalised γ
+        fs, path = get_fs(join(model.url, "doc_topics"))
         files = sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet"))
         return ds.dataset(files, format="parquet", filesystem=arrow_fs(fs)).to_table()
-    if inferred_model(root) == model.name:
-        return read_doc_topics(root)
-    raise StoreError(f"{model.url}: no document–topic weights under model {model.name!r}; run "
-                     f"`jsmf infer {root} --model {model.name}` first (a refined model carries its own)")
+    return read_doc_topics(root)
 
 
 def ldavis_inputs(root: str, model: str) -> dict[str, object]:
@@ -110,13 +129,41 @@ def export_ldavis(root: str, *, model: str) -> str:
     return url
 
 
+#: Placeholders for pyLDAvis's script and style URLs, replaced by the files themselves (:func:`_page`).
+_ASSETS = {"d3_url": "jsmf-asset:d3", "ldavis_url": "jsmf-asset:ldavis", "ldavis_css_url": "jsmf-asset:css"}
+
+
 def _page(pyLDAvis, vis) -> str:
-    """pyLDAvis's page with its data kept data: pyLDAvis puts the view's JSON verbatim into a ``<script>``,
-    where a word such as ``</script><img onerror=…>`` would end the script and become markup. The same
-    JSON with ``<``, ``>`` and ``&`` written as ``\\u003c``, ``\\u003e``, ``\\u0026`` (the same strings to
-    JavaScript, see :func:`jsmf_dask.render.page.script_json`) goes in instead."""
+    """pyLDAvis's page, self-contained and with its data kept data.
+
+    * **Offline**: pyLDAvis's page loads d3 and its own script and style
+      from a CDN (blank without a network); here its simple template gets
+      placeholders, replaced by the installed package's own copies
+      (``pyLDAvis/js``), inlined.
+    * **Data stays data**: pyLDAvis puts the view's JSON verbatim into a ``<script>``,
+      where a word such as ``</script><img onerror=…>`` would end the script and become markup. The same
+      JSON with ``<``, ``>`` and ``&`` written as ``\\u003c``, ``\\u003e``, ``\\u0026`` (the same strings to
+      JavaScript, see :func:`jsmf_dask.render.page.script_json`) goes in instead.
+    """
+    from pyLDAvis import urls
+
     raw = vis.to_json()
-    page = pyLDAvis.prepared_data_to_html(vis)
+    page = pyLDAvis.prepared_data_to_html(vis, template_type="simple", **_ASSETS)
     if raw not in page:
         raise JSMFError("pyLDAvis's page no longer embeds its data as expected; refusing to write it unchecked")
-    return page.replace(raw, script_json(raw))
+    page = page.replace(raw, script_json(raw))
+    for key, local in (("d3_url", urls.D3_LOCAL), ("ldavis_url", urls.LDAVIS_LOCAL)):
+        tag = f'<script type="text/javascript" src="{_ASSETS[key]}"></script>'
+        with open(local, encoding="utf-8") as f:
+            code = f.read().replace("</script", "<\\/script")
+        if tag not in page:
+            raise JSMFError(f"pyLDAvis's page no longer loads {key} as expected; refusing to write it unchecked")
+        page = page.replace(tag, f'<script type="text/javascript">\n{code}\n</script>')
+    tag = f'<link rel="stylesheet" type="text/css" href="{_ASSETS["ldavis_css_url"]}">'
+    with open(urls.LDAVIS_CSS_LOCAL, encoding="utf-8") as f:
+        style = f.read().replace("</style", "<\\/style")
+    if tag not in page:
+        raise JSMFError("pyLDAvis's page no longer loads its style as expected; refusing to write it unchecked")
+    page = page.replace(tag, f"<style>\n{style}\n</style>")
+    return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>pyLDAvis</title></head><body>\n{page}\n</body></html>\n'
+

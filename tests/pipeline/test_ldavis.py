@@ -38,8 +38,8 @@ def root(tmp_path_factory):
 
 
 def _embedded(html: str) -> dict:
-    """The data object pyLDAvis embeds in its HTML (what its JavaScript loads)."""
-    match = re.search(r"var ldavis_\w+_data = (\{.*?\});\n", html, re.S)
+    """The data object pyLDAvis embeds in its HTML (what its JavaScript draws)."""
+    match = re.search(r'new LDAvis\("#" \+ "ldavis_\w+", (\{.*?\})\);\n', html, re.S)
     assert match, "no pyLDAvis data in the HTML"
     return json.loads(match.group(1))
 
@@ -91,8 +91,40 @@ def test_cli_writes_the_view_beside_the_report_and_refuses_without_pyldavis(root
     assert main(["report", str(root), "--model", "ap-cvb0", "--ldavis", "--scheduler", "synchronous", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert f"pyLDAvis view of ap-cvb0: {ldavis_path(str(root), 'ap-cvb0')}" in out
+    # a model without document weights: refused before any work, the report as it was, the fix named
+    before = (root / "report" / "report.html").read_bytes()
+    infer(str(root), model="ap-cvb0", overwrite=True)
+    assert main(["report", str(root), "--model", "ap", "--ldavis", "--scheduler", "synchronous", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "no document–topic weights under model 'ap'" in err
+    assert f"jsmf infer {root} --model ap --overwrite (it replaces the weights of 'ap-cvb0')" in err
+    assert (root / "report" / "report.html").read_bytes() == before
     (root / "report" / "report.html").unlink()
     monkeypatch.setitem(sys.modules, "pyLDAvis", None)  # as if not installed
     assert main(["report", str(root), "--model", "ap-cvb0", "--ldavis", "--scheduler", "synchronous"]) == 1
     assert "needs pyLDAvis: pip install" in capsys.readouterr().err
     assert not (root / "report" / "report.html").exists()  # refused before any work
+
+
+def test_the_view_renders_offline_in_headless_chromium(root, tmp_path):
+    """The page carries d3, LDAvis's script and style itself: with every network request refused, a browser
+    draws one circle per topic."""
+    import os
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:  # `make test` installs it (`make browser`); CI must have it, a developer may not
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (make test installs Debian's chromium where it is missing)")
+        pytest.skip("chromium is not installed here: `make browser` installs it")
+    url = export_ldavis(str(root), model="ap-cvb0")
+    html = (root / "report" / "ldavis-ap-cvb0.html").read_text()
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=", html)  # nothing fetched
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--proxy-server=127.0.0.1:9",  # the network: off
+         "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=5000", "--dump-dom", f"file://{url}"],
+        capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.count('<circle class="dot"') == 4, done.stdout[:2000]
