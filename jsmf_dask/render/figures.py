@@ -188,6 +188,16 @@ def anchor_hull(spaces: Mapping[str, np.ndarray], anchors: np.ndarray) -> bytes:
     return _png(fig)
 
 
+def _tick_step(n: int, most: int = 12) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, … that labels ``n`` topics with at most ``most`` ticks."""
+    step, factors = 1, (2, 2.5, 2)
+    i = 0
+    while -(-n // step) > most:
+        step = int(step * factors[i % 3])
+        i += 1
+    return step
+
+
 @_plain_text
 def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
     """The analogue of the paper's Figure 3: each topic–topic matrix as a heat map (own scale, centred at 0)."""
@@ -199,9 +209,10 @@ def topic_topic_heatmaps(matrices: Mapping[str, np.ndarray]) -> bytes:
         ax.set_title(f"{title}\n(sum {np.nansum(A):.3g}, min {np.nanmin(A):.2g}, {neg} negative)", fontsize=9)
         ax.set_xlabel("topic")
         ax.set_ylabel("topic")
-        ticks = np.arange(A.shape[0]) if A.shape[0] <= 20 else np.arange(0, A.shape[0], 5)
+        ticks = np.arange(0, A.shape[0], _tick_step(A.shape[0]))  # at most 12 labels a side: readable at K = 50
         ax.set_xticks(ticks)  # topics are whole numbers
         ax.set_yticks(ticks)
+        ax.tick_params(labelsize=8)
         fig.colorbar(im, ax=ax, shrink=0.75)
     fig.tight_layout()
     return _png(fig)

@@ -137,13 +137,18 @@ def test_heatmap_ticks_are_whole_topics():
     import matplotlib.pyplot as plt
 
     real_close = plt.close
-    plt.close = lambda fig: captured.setdefault("fig", fig)
+    plt.close = lambda fig: captured.__setitem__("fig", fig)
     try:
         figures.topic_topic_heatmaps({"A": np.eye(7) / 7})
+        ax = captured["fig"].axes[0]
+        assert list(ax.get_xticks()) == list(range(7)) and list(ax.get_yticks()) == list(range(7))
+        # K = 20 and 50: at most 12 labels a side, so they do not run together
+        figures.topic_topic_heatmaps({"A": np.eye(20) / 20})
+        assert list(captured["fig"].axes[0].get_xticks()) == list(range(0, 20, 2))
+        figures.topic_topic_heatmaps({"A": np.eye(50) / 50})
+        assert list(captured["fig"].axes[0].get_yticks()) == list(range(0, 50, 5))
     finally:
         plt.close = real_close
-    ax = captured["fig"].axes[0]
-    assert list(ax.get_xticks()) == list(range(7)) and list(ax.get_yticks()) == list(range(7))
 
 
 def test_report_renders_in_headless_chromium(fitted_root, tmp_path):
