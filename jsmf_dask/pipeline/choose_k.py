@@ -184,10 +184,10 @@ def choose_k(
         documents (``jsmf cooccur --validation 0.05``).
     topics : list of int
         The candidate K (at least two, each in ``[2, N)``).
-    iterations : int, default=10
+    iterations : int, default=5
         AP cycles of each spectral fit (:data:`~jsmf_dask.parameters.CHOOSE_K_ITERATIONS`:
         the refine that follows corrects the topics; measured in the README).
-    sweeps : int, default=10
+    sweeps : int, default=5
         CVB0 sweeps of each refine at most (:data:`~jsmf_dask.parameters.CHOOSE_K_SWEEPS`;
         it also stops by the validation documents).
     seed : int, default=0
