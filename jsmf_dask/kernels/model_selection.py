@@ -53,8 +53,9 @@ class PerplexityCurve:
 
     @property
     def best(self) -> int:
-        """The K with the highest validation log likelihood."""
-        return int(self.topics[int(np.argmax(self.loglik_per_token))])
+        """The K with the highest (finite) validation log likelihood."""
+        return int(self.topics[int(np.nanargmax(np.where(np.isfinite(self.loglik_per_token),
+                                                         self.loglik_per_token, np.nan)))])
 
 
 def _ratio_se(a: np.ndarray, n: np.ndarray) -> float:
@@ -85,16 +86,23 @@ def perplexity_curve(topics, L: np.ndarray, n: np.ndarray) -> PerplexityCurve:
     keep = n > 0
     L, n = L[:, keep], n[keep]
     ll = L.sum(axis=1) / n.sum()
-    best = int(np.argmax(ll))
-    gap = ll[best] - ll
-    se = np.array([0.0 if j == best else _ratio_se(L[best] - L[j], n) for j in range(topics.size)])
+    finite = np.isfinite(ll)  # a degenerate model (NaN topics) takes no part: its gap and SE are NaN
+    if not finite.any():
+        raise ValueError("no candidate K has a finite validation log likelihood")
+    best = int(np.flatnonzero(finite)[np.argmax(ll[finite])])
+    gap = np.where(finite, ll[best] - ll, np.nan)
+    se = np.array([0.0 if j == best else _ratio_se(L[best] - L[j], n) if finite[j] else np.nan
+                   for j in range(topics.size)])
     return PerplexityCurve(topics, np.exp(-ll), ll, gap, se, int(n.size), int(round(n.sum())))
 
 
 def recommend_k(curve: PerplexityCurve, *, n_se: float = 1.0) -> int:
     """:data:`RULE`: the smallest K with ``gap_to_best ≤ n_se · paired_se``.
 
-    With a single scored document (no standard error) the best K.
+    With a single scored document (no standard error) the best K; a K whose
+    score is not finite (a degenerate model) is never recommended.
     """
-    ok = curve.gap_to_best <= n_se * np.nan_to_num(curve.paired_se, nan=0.0)
+    finite = np.isfinite(curve.gap_to_best)
+    se = np.where(np.isnan(curve.paired_se) & finite, 0.0, curve.paired_se)  # one document: no SE, the best K
+    ok = finite & (curve.gap_to_best <= n_se * se)
     return int(curve.topics[ok].min())

@@ -164,11 +164,16 @@ def moment_alpha(A: np.ndarray, *, bounds: tuple[float, float] = (1e-3, 1e3)) ->
     ``m = A·1`` (the row sums of the topic–topic matrix)
     ``α₀ = (1 − tr A)/(tr A − Σ m²)`` and ``α = α₀ m``. ``α₀`` is kept within
     ``bounds`` times K (a trace at or below ``Σ m²`` means no sign of sparse
-    documents: the upper bound is used).
+    documents: the upper bound is used). An ``A`` without mass (a fit whose
+    anchors never co-occur: ``A`` is zero) says nothing: the symmetric
+    ``α = 0.1`` then (LDA's customary prior).
     """
     A = np.asarray(A, dtype=np.float64)
-    A = A / A.sum()
     k = A.shape[0]
+    total = A.sum()
+    if not np.isfinite(A).all() or total <= 0:
+        return np.full(k, 0.1)
+    A = A / total
     m = np.clip(A.sum(axis=1), 1e-12, None)
     m = m / m.sum()
     tr = float(np.trace(A))

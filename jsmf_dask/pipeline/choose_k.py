@@ -44,16 +44,17 @@ from jsmf_dask.pipeline.fit_plan import IN_TASK_SHARE, in_task_memory, largest_m
 from jsmf_dask.pipeline.refine import refine
 from jsmf_dask.pipeline.report import report_dir
 from jsmf_dask.stages.evaluate import document_scores_tasks
-from jsmf_dask.stages.spectrum import eigenvalues_task
+from jsmf_dask.stages.spectrum import eigenpairs_task
 from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["choose_k", "ChooseKResult", "KRecord", "model_names", "read_choose_k"]
 
 
 
-def model_names(k: int) -> tuple[str, str]:
-    """The spectral and the refined model of candidate ``k``: ``choose-k<K>-ap``, ``choose-k<K>-ap-cvb0``."""
-    return f"choose-k{k}-ap", f"choose-k{k}-ap-cvb0"
+def model_names(k: int, rectifier: str = "ap") -> tuple[str, str]:
+    """The spectral and the refined model of candidate ``k``: ``choose-k<K>-ap``, ``choose-k<K>-ap-cvb0`` (``enn``
+    in place of ``ap`` on a compressed store)."""
+    return f"choose-k{k}-{rectifier}", f"choose-k{k}-{rectifier}-cvb0"
 
 
 @dataclass
@@ -131,39 +132,42 @@ def _fitted(root: str, name: str, wanted: dict) -> bool:
     return all(params.get(key) == value for key, value in wanted.items())
 
 
-def _fit_k(root: str, k: int, *, iterations: int, sweeps: int, seed: int) -> KRecord:
-    spectral, refined = model_names(k)
-    fit_params = {"n_topics": k, "rectifier": "ap", "iterations": iterations, "seed": seed}
+def _fit_k(root: str, k: int, *, rectifier: str, iterations: int, sweeps: int, seed: int,
+           start: np.ndarray | None) -> KRecord:
+    spectral, refined = model_names(k, rectifier)
+    fit_params = {"n_topics": k, "rectifier": rectifier, "iterations": iterations, "seed": seed}
     refine_params = {"source": spectral, "method": "cvb0", "sweeps": sweeps}
     fit_done = _fitted(root, spectral, fit_params)
     if fit_done and _fitted(root, refined, refine_params):
         return KRecord(k, spectral, refined, 0.0, 0.0, int(open_model(root, refined).attrs.get("n_iter", 0)), True)
-    t0 = time.perf_counter()
-    if not fit_done:
-        fit(root, n_topics=k, rectifier="ap", iterations=iterations, seed=seed, name=spectral, overwrite=True)
-    t1 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught:  # each K's warnings go in its line (KRecord.line)
         warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        if not fit_done:
+            fit(root, n_topics=k, rectifier=rectifier, iterations=iterations, seed=seed, name=spectral,
+                overwrite=True, warm_start=start)
+        t1 = time.perf_counter()
         result = refine(root, model=spectral, method="cvb0", sweeps=sweeps, name=refined, overwrite=True)
     return KRecord(k, spectral, refined, t1 - t0, time.perf_counter() - t1, int(result.attrs["n_iter"]), False,
                    [str(w.message) for w in caught])
 
 
-def _eigenvalues(root: str, k: int, seed: int) -> np.ndarray:
-    """The top ``k`` eigenvalues of C: stored (compressed store), in one task, or by products over C's tiles."""
+def _eigenpairs(root: str, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top ``k`` eigenpairs of C: stored (compressed store), in one task, or by products over C's tiles."""
     store = open_cooccurrence(cooc_path(root))
     if store.compressed:
-        values, _ = store.eigenpairs(min(k, store.rank))
-        return np.asarray(values)
+        values, vectors = store.eigenpairs(min(k, store.rank))
+        return np.asarray(values), np.asarray(vectors)
     source = StoredRows(store.url)
     _, limit, _ = largest_memory(_progress.active_client())
     if in_task_memory(store.n_words) <= IN_TASK_SHARE * limit:
-        (values,) = _progress.compute(eigenvalues_task(source, k, seed=seed))
-        return np.asarray(values)
+        (pairs,) = _progress.compute(eigenpairs_task(source, k, seed=seed))
+        return pairs
     from jsmf_dask.kernels.eigen import top_eigenpairs
 
     C = source.to_dask().persist()  # in the workers' memory, spread over them, for the products
-    return top_eigenpairs(lambda X: (C @ X).compute(), store.n_words, k, rng=np.random.default_rng(seed)).values
+    pairs = top_eigenpairs(lambda X: (C @ X).compute(), store.n_words, k, rng=np.random.default_rng(seed))
+    return pairs.values, pairs.vectors
 
 
 def choose_k(
@@ -213,10 +217,14 @@ def choose_k(
             + (f" --heldout {heldout}`" if heldout else "`"))
     corpus = corpus_dir(root)
     choose_engine(Work(tokens=corpus_tokens(corpus)))
+    rectifier = "enn" if store.compressed else "ap"  # a compressed store holds no dense C for AP
+    # C's top eigenpairs, once: the scree plot, and the first projection of AP at every K (the top K of them)
+    eigenvalues, eigenvectors = _eigenpairs(root, min(max(topics) + 1, store.n_words - 1), seed)
     records = []
     for k in topics:
         with dask.config.set({"jsmf.progress": False}):  # one line per K (on_k) instead of a bar per graph
-            rec = _fit_k(root, k, iterations=iterations, sweeps=sweeps, seed=seed)
+            rec = _fit_k(root, k, rectifier=rectifier, iterations=iterations, sweeps=sweeps, seed=seed,
+                         start=None if rectifier == "enn" else eigenvectors[:, :k])
         records.append(rec)
         if on_k is not None:
             on_k(rec)
@@ -247,7 +255,6 @@ def choose_k(
             "dissimilarity": dissimilarity(top),
             "fit_seconds": rec.fit_seconds, "refine_seconds": rec.refine_seconds, "sweeps": rec.sweeps,
         })
-    eigenvalues = _eigenvalues(root, min(max(topics) + 1, store.n_words - 1), seed)
     recommended = recommend_k(curve)
     out = report_dir(root)
     result = ChooseKResult(

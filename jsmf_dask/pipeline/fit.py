@@ -78,7 +78,7 @@ class _Plan:
     candidates: np.ndarray
     min_anchor_df: int
     solver: str
-    warm_start: str | None
+    warm_start: str | None  # as recorded in the model (an array given is recorded as "vectors")
     overwrite: bool
 
 
@@ -96,7 +96,7 @@ def fit(
     name: str | None = None,
     path: str = "auto",
     eig_tol: float = 1e-6,
-    warm_start: str | None = None,
+    warm_start: str | np.ndarray | None = None,
     overwrite: bool = False,
     on_cycle: Callable[[CycleRecord], None] | None = None,
 ) -> FitResult:
@@ -150,9 +150,11 @@ def fit(
         its reason are in the model's ``attrs["path"]``).
     eig_tol : float, default=1e-6
         Relative eigen-residual of every PSD step.
-    warm_start : str, optional
+    warm_start : str or ndarray of shape (N, K), optional
         Name of a model of the same root and K whose eigenvectors ``Y`` start
-        AP's first eigensolve (the refit after ``cooccur --update``).
+        AP's first eigensolve (the refit after ``cooccur --update``), or
+        such vectors themselves (``choose-k`` passes C's top-K eigenvectors,
+        computed once for every K: AP's first projection is then at hand).
     overwrite : bool, default=False
         Replace an existing model of the same name.
     on_cycle : callable, optional
@@ -195,7 +197,8 @@ def _check_arguments(n_topics, rectifier, end_with, solver, path, iterations, se
     for key, value in given.items():  # the ranges of the parameter table
         parameter("fit", key).check(value, "fit")
     check_name(name, "name", "fit", allow_none=True)
-    check_name(warm_start, "warm_start", "fit", allow_none=True)
+    if not isinstance(warm_start, np.ndarray):
+        check_name(warm_start, "warm_start", "fit", allow_none=True)
 
 
 def _checked_vocabulary(root: str, store: CooccurrenceStore, n_topics: int, rectifier: str | None) -> list[str]:
@@ -269,13 +272,19 @@ def _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, so
         name = default_name(n_topics, rectifier)
         refuse_existing(model_path(root, name), overwrite=overwrite)
     params = RectifyParams(n_topics, rectifier, iterations, tol, end_with, eig_tol, seed, start_Y=start_Y)
+    recorded = "vectors" if isinstance(warm_start, np.ndarray) else warm_start
     return _Plan(root, store, words, name, params, path, path_reason, candidates, min_anchor_df, solver,
-                 warm_start, overwrite)
+                 recorded, overwrite)
 
 
-def _warm_start_vectors(root: str, warm_start: str | None, n: int, n_topics: int) -> np.ndarray | None:
+def _warm_start_vectors(root: str, warm_start: str | np.ndarray | None, n: int, n_topics: int) -> np.ndarray | None:
     if warm_start is None:
         return None
+    if isinstance(warm_start, np.ndarray):
+        if warm_start.shape != (n, n_topics):
+            raise InvalidParameterError(f"warm_start vectors must have shape ({n}, {n_topics}); got "
+                                        f"{warm_start.shape}")
+        return np.ascontiguousarray(warm_start, dtype=np.float64)
     start_Y = open_model(root, warm_start).arrays.get("Y")
     if start_Y is None or start_Y.shape != (n, n_topics):
         raise InvalidParameterError(

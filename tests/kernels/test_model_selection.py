@@ -105,3 +105,13 @@ def test_npmi_extremes():
     never = np.array([[[3.0, 0.0], [0.0, 3.0]]])
     assert npmi_coherence(top, D1, always_together, 9) == pytest.approx(1.0)
     assert npmi_coherence(top, D1, never, 9) == -1.0
+
+
+def test_a_degenerate_model_is_never_recommended():
+    n = np.array([2.0, 3.0, 5.0])
+    L = np.array([[np.nan, np.nan, np.nan], [-4.0, -6.0, -10.0], [-4.0, -7.0, -11.0]])
+    curve = perplexity_curve([2, 5, 10], L, n)
+    assert curve.best == 5 and np.isnan(curve.gap_to_best[0]) and np.isnan(curve.paired_se[0])
+    assert recommend_k(curve) == 5
+    with pytest.raises(ValueError, match="no candidate K"):
+        perplexity_curve([2], L[:1], n)

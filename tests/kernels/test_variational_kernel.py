@@ -175,3 +175,9 @@ def test_expected_topic_topic_by_hand():
     A = expected_topic_topic(gamma, np.full(2, 0.1))
     by_hand = np.array([[2.0, 2.0], [2.0, 0.0]]) / 6 + np.array([[0.0, 0.0], [0.0, 6.0]]) / 6
     np.testing.assert_allclose(A, by_hand, atol=1e-12)
+
+
+def test_moment_alpha_of_a_topic_matrix_without_mass_is_the_customary_prior():
+    # a fit whose anchors never co-occur has A = 0: no information, LDA's customary symmetric 0.1
+    np.testing.assert_array_equal(moment_alpha(np.zeros((3, 3))), np.full(3, 0.1))
+    np.testing.assert_array_equal(moment_alpha(np.full((2, 2), np.nan)), np.full(2, 0.1))
