@@ -237,6 +237,22 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             f"the rectified C ({main}), in the middle and on the right. A from the rectified C is doubly "
             "non-negative."], "", {"Figure 3 analogue": png}))
 
+    if not anchors.size:  # a refined (or Gibbs) model: the figures that apply to it, and why the others do not
+        png = figures.topic_topic_heatmaps({f"A of {main}": m.arrays["A"]})
+        images["topic-topic.png"] = png
+        sections.append(Section(f"Topic–topic matrix of {main}", [
+            f"{main} has no anchor words, so the paper's Figures 1 and 3 (the anchors' hull, and A recovered from "
+            "the anchors' rows of C) do not apply to it: report the spectral model it was refined from "
+            f"(--model) for those. Its A is formed from the training documents' expected topic counts."],
+            "", {"A": png}))
+        if len(m.trace.get("bound_per_word", [])):
+            png = figures.refine_trace(m.trace)
+            images["refine-trace.png"] = png
+            sections.append(Section(f"Refinement trace ({main})", [
+                f"{m.attrs.get('n_iter')} sweep(s); stopped by {m.attrs.get('stopped')}; the state returned is the "
+                f"one entering sweep {m.attrs.get('returned_state')} (the validation documents' best)."],
+                "", {"refine trace": png}))
+
     if m.attrs.get("params", {}).get("rectifier") in ("ap", "enn") and len(m.trace.get("relative_change", [])):
         png = figures.ap_trace(m.trace)
         images["ap-trace.png"] = png

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
-__all__ = ["metric_curves", "choose_k_curves", "anchor_hull", "topic_topic_heatmaps", "ap_trace"]
+__all__ = ["metric_curves", "choose_k_curves", "refine_trace", "anchor_hull", "topic_topic_heatmaps", "ap_trace"]
 
 _LABELS = {
     "recovery": "Recovery (lower better)",
@@ -234,5 +234,30 @@ def ap_trace(trace: Mapping[str, np.ndarray]) -> bytes:
     ax.set_ylabel("relative change, mass" if enn else "Frobenius norm")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+@_plain_text
+def refine_trace(trace: Mapping[str, np.ndarray]) -> bytes:
+    """A refined model's sweeps: the validation documents' perplexity entering each sweep (and after the last),
+    and the training documents' log likelihood (CVB0) or bound (VB) per token after each."""
+    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 3.6), squeeze=False)
+    valid = np.asarray(trace.get("validation_perplexity", []), dtype=np.float64)
+    ax = axes[0, 0]
+    if valid.size and np.isfinite(valid).any():
+        ax.plot(np.arange(valid.size), valid, marker="o")
+        ax.set_xlabel("sweeps done")
+        ax.set_title("Validation perplexity (lower better)", fontsize=10)
+    else:
+        ax.text(0.5, 0.5, "no validation documents", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title("Validation perplexity", fontsize=10)
+    ax.grid(alpha=0.3)
+    bound = np.asarray(trace.get("bound_per_word", []), dtype=np.float64)
+    ax = axes[0, 1]
+    ax.plot(np.arange(1, bound.size + 1), bound, marker=".")
+    ax.set_xlabel("sweep")
+    ax.set_title("Training log likelihood (CVB0) or bound (VB) per token", fontsize=10)
+    ax.grid(alpha=0.3)
     fig.tight_layout()
     return _png(fig)

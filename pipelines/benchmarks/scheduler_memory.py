@@ -73,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                 proc.terminate()
             for proc in procs:
                 proc.wait()
-    print(f"scheduler RSS: {samples[0]:.0f} MiB after the first command, {samples[-1]:.0f} MiB after the "
-          f"{len(samples)}th (growth {samples[-1] - samples[0]:+.0f} MiB; "
-          f"from command 10 on {samples[-1] - samples[min(9, len(samples) - 1)]:+.0f} MiB)")
+    settled = min(9, len(samples) - 1)  # the first commands warm the scheduler up
+    print(f"scheduler RSS: {samples[0]:.0f} MiB after command 1, {samples[-1]:.0f} MiB after command {len(samples)} "
+          f"(growth {samples[-1] - samples[0]:+.0f} MiB; {samples[-1] - samples[settled]:+.0f} MiB since command "
+          f"{settled + 1})")
     if args.json:
         Path(args.json).write_text(json.dumps(samples))
     return 0

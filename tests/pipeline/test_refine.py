@@ -131,6 +131,11 @@ def test_evaluate_report_and_infer_read_it(lda_root, refined):
     assert entry["heldout"]["perplexity"] < out["models"]["ap"]["heldout"]["perplexity"]
     html = report(lda_root, model="ap-vb")
     assert (lda_root / "report" / "report.html").exists() and html
+    # a refined model's report shows the figures that apply to it and says why the anchor figures do not
+    page = (lda_root / "report" / "report.html").read_text()
+    assert "Topic–topic matrix of ap-vb" in page and "has no anchor words, so the paper&#x27;s Figures 1 and 3" in page
+    assert "Refinement trace (ap-vb)" in page and page.count("data:image/png;base64,") >= 2
+    assert (lda_root / "report" / "refine-trace.png").read_bytes()[:4] == b"\x89PNG"
     report(lda_root, model="ap")
     page = (lda_root / "report" / "report.html").read_text()
     assert "Topics of ap-vb (refined from ap)" in page and "Held-out perplexity" in page
