@@ -63,6 +63,7 @@ def _weights_of(root: str, model) -> str:
 def check_ldavis(root: str, model: str) -> None:
     """Everything the view of ``model`` needs, checked before any work: pyLDAvis installed, the model, and its
     document–topic weights (:class:`JSMFError` / :class:`StoreError` naming what to do)."""
+    check_name(model, "model", "report")
     require_pyldavis()
     _weights_of(os.fspath(root), open_model(os.fspath(root), model))
 
