@@ -190,7 +190,7 @@ def _run_report(args: argparse.Namespace) -> list[str]:
 
     shown = None
     if args.ldavis:  # pyLDAvis and the model's document weights checked before any work: report.html stays
-        shown = args.model or report_model(args.root)
+        shown = args.model if args.model is not None else report_model(args.root)
         check_ldavis(args.root, shown)
     path = report(args.root, model=args.model, baseline=args.baseline)
     lines = [f"report: {path}"]
