@@ -16,17 +16,22 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 IMAGE = f"jsmf-dask:{VERSION}"
 
 
-def containers(doc) -> list[dict]:
+def _mappings(doc, keys: tuple[str, ...]) -> list[dict]:
+    """Every mapping of a manifest (at any depth) that has all of ``keys``."""
     found = []
     if isinstance(doc, dict):
-        if "image" in doc and "name" in doc:
+        if all(key in doc for key in keys):
             found.append(doc)
         for v in doc.values():
-            found.extend(containers(v))
+            found.extend(_mappings(v, keys))
     elif isinstance(doc, list):
         for v in doc:
-            found.extend(containers(v))
+            found.extend(_mappings(v, keys))
     return found
+
+
+def containers(doc) -> list[dict]:
+    return _mappings(doc, ("image", "name"))
 
 
 REGISTRY = "registry.example.com"  # the placeholder the README says to replace after `docker push`
@@ -38,16 +43,7 @@ def _docs() -> dict[str, list]:
 
 def _pods(doc) -> list[dict]:
     """Every pod spec (a mapping with ``containers``) in a manifest."""
-    found = []
-    if isinstance(doc, dict):
-        if "containers" in doc:
-            found.append(doc)
-        for v in doc.values():
-            found.extend(_pods(v))
-    elif isinstance(doc, list):
-        for v in doc:
-            found.extend(_pods(v))
-    return found
+    return _mappings(doc, ("containers",))
 
 
 def _mounts(pod: dict) -> dict[str, str]:
