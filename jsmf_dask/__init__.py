@@ -13,7 +13,7 @@ The stages of Lee, Bindel & Mimno (NIPS 2015), out of core:
   sweeps against the Baseline, DC and Gibbs, and the HTML report
   (``<root>/report``);
 - :func:`infer` / :meth:`RectifiedAnchorWords.transform`: each document's topic
-  composition (``<root>/doc_topics.parquet``); :func:`load_model` reads a model
+  composition (``<root>/doc_topics/<model>/``); :func:`load_model` reads a model
   back (saved by :meth:`RectifiedAnchorWords.save`, or by name from a run root);
 - :func:`synth`: a corpus drawn from known ``B`` and ``A``.
 

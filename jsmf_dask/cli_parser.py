@@ -303,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(
         sub, "infer",
-        help="each document's topic composition -> ROOT/doc_topics.parquet",
+        help="each document's topic composition under a model -> ROOT/doc_topics/MODEL/",
         description="Each document's topic weights under the model, one Dask task per row group: a refined "
         "(or Gibbs) model folds the document in by LDA's variational inference with its own document prior, a "
         "spectral model with the Dirichlet moment-matched to its A (measured better than least squares).",

@@ -185,7 +185,7 @@ def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     from jsmf_dask.pipeline.infer import read_doc_topics
 
     infer(root, model="k4-cvb0")
-    stored = np.array(read_doc_topics(root).column("topics").to_pylist())
+    stored = np.array(read_doc_topics(root, "k4-cvb0").column("topics").to_pylist())
     np.testing.assert_allclose(stored, refined.transform(counts), atol=1e-12)
 
 

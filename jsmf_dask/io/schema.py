@@ -73,7 +73,7 @@ DOC_TOPICS_SCHEMA = pa.schema(
     ],
     metadata={"jsmf.schema_version": str(SCHEMA_VERSION)},
 )
-"""``<root>/doc_topics.parquet/part-NNNNN.parquet``, one row per document:
+"""``<root>/doc_topics/<model>/part-NNNNN.parquet``, one row per document:
 its ``doc_id``, its length, and ``topics``, its K topic weights (on the
 simplex; uniform for a document with no words). Written by ``jsmf infer``, and
 by ``jsmf refine`` for its training documents into
@@ -460,9 +460,9 @@ def published_schemas() -> dict[str, str]:
         ),
         "doc_topics.schema.json": _schema_json(
             DOC_TOPICS_SCHEMA,
-            "<root>/doc_topics.parquet/part-NNNNN.parquet (jsmf infer): one row per document of the corpus. "
+            "<root>/doc_topics/<model>/part-NNNNN.parquet (jsmf infer): one row per document of the corpus. "
             "topics holds the document's K topic weights (a fixed-size list of K in the files; they sum to 1), "
-            "the simplex-constrained least-squares fit of its word distribution by B (exponentiated gradient). "
+            "its posterior mean under the model (LDA's fold-in with the model's B and document prior). "
             "Beside the parts, _infer.json: {model, n_topics, topics}, topics[k] naming column k of topics "
             "('[anchor] three top words', with corpus labels where the corpus has them).",
         ),

@@ -1,15 +1,19 @@
-"""``infer``: each document's topic composition → ``<root>/doc_topics.parquet`` (a directory of parts).
+"""``infer``: each document's topic composition under a model → ``<root>/doc_topics/<model>/`` (a directory of parts).
 
 For each document, LDA's fold-in under the model's B and document prior
 (:func:`~jsmf_dask.kernels.infer.document_topics`), as one Dask task per row
 group of the corpus; the parts are committed together by renaming the
-staged directory.
+staged directory. Each model's weights have their own directory, so a second
+model's ``infer`` leaves the first's in place. A root written before this
+layout has one ``<root>/doc_topics.parquet``: it is moved to its model's
+directory (with a warning) the first time weights are looked for.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 
 import pyarrow.dataset as ds
@@ -17,7 +21,7 @@ import pyarrow.dataset as ds
 from jsmf_dask import _progress
 from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, staged_output, write_file
+from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, join_under, make_dir, staged_output, write_file
 from jsmf_dask.io.model_store import chosen_model, list_models, open_model
 from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_vocabulary
@@ -25,16 +29,50 @@ from jsmf_dask.pipeline.fit_model import topic_labels
 from jsmf_dask.stages.infer import doc_topic_tasks
 from jsmf_dask.cluster import Work, choose_engine
 
-__all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics", "inferred_model", "topic_info"]
+__all__ = ["InferReport", "infer", "doc_topics_path", "read_doc_topics", "has_doc_topics", "topic_info"]
 
 #: Beside the parts: which model the weights are under and what its topics are
 #: (``{"model": name, "n_topics": K, "topics": [label, ...]}``, labels from :func:`topic_info`).
 INFER_INFO = "_infer.json"
+#: Where a root written before per-model weights kept its one model's (:func:`_migrate_legacy`).
+LEGACY_DOC_TOPICS = "doc_topics.parquet"
 
 
-def doc_topics_path(root: str) -> str:
-    """``<root>/doc_topics.parquet``."""
-    return join(root, "doc_topics.parquet")
+def doc_topics_path(root: str, model: str) -> str:
+    """``<root>/doc_topics/<model>``."""
+    return join_under(root, "doc_topics", model)
+
+
+def _migrate_legacy(root: str) -> None:
+    """Move an old root's ``doc_topics.parquet`` to ``doc_topics/<its model>`` (said in a warning)."""
+    legacy = join(root, LEGACY_DOC_TOPICS)
+    fs, path = get_fs(legacy)
+    if not fs.exists(path):
+        return
+    info = join(legacy, INFER_INFO)
+    fs_info, info_path = get_fs(info)
+    if not fs_info.exists(info_path):
+        warnings.warn(f"{legacy}: document weights of an unknown model (no {INFER_INFO}), written by an older "
+                      "version; left in place and not read: rerun `jsmf infer` for the model you want",
+                      UserWarning, stacklevel=3)
+        return
+    with fs_info.open(info_path, "rb") as f:
+        model = json.loads(f.read())["model"]
+    target = doc_topics_path(root, model)
+    fs_t, target_path = get_fs(target)
+    if fs_t.exists(target_path):
+        return
+    make_dir(join(root, "doc_topics"))
+    fs.mv(path, target_path, recursive=True)
+    warnings.warn(f"moved {legacy} (the document weights under model {model!r}) to {target}: each model's "
+                  "weights now have their own directory", UserWarning, stacklevel=3)
+
+
+def has_doc_topics(root: str, model: str) -> bool:
+    """Whether ``jsmf infer`` wrote document weights under ``model`` in ``root``."""
+    _migrate_legacy(root)
+    fs, path = get_fs(doc_topics_path(root, model))
+    return fs.exists(path)
 
 
 @dataclass
@@ -52,7 +90,7 @@ class InferReport:
 
 
 def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> InferReport:
-    """Write every document's topic weights under ``model`` to ``<root>/doc_topics.parquet``.
+    """Write every document's topic weights under ``model`` to ``<root>/doc_topics/<model>/``.
 
     Parameters
     ----------
@@ -60,6 +98,7 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     model : str, optional
         Model name; required when the root holds more than one.
     overwrite : bool, default=False
+        Replace this model's earlier weights (other models' are never touched).
 
     Returns
     -------
@@ -79,13 +118,14 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
         raise StoreError(f"{fitted.url}: B has {B.shape[0]} words but {corpus}/vocab.parquet has {n_words}")
     blocks = list_blocks(corpus)
     choose_engine(Work(tokens=corpus_tokens(corpus)))
-    with staged_output(doc_topics_path(root), root=root, overwrite=overwrite) as tmp:
+    _migrate_legacy(root)
+    with staged_output(doc_topics_path(root, model), root=root, overwrite=overwrite) as tmp:
         fs, path = get_fs(tmp)
         fs.makedirs(path, exist_ok=True)
         counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp, model_prior(fitted.arrays)))
         write_file(join(tmp, INFER_INFO), topic_info(model, B, fitted.arrays.get("anchors", ()),
                                                      display_words(corpus, words)), root=root)
-    return InferReport(doc_topics_path(root), model, int(sum(counts)), B.shape[1])
+    return InferReport(doc_topics_path(root, model), model, int(sum(counts)), B.shape[1])
 
 
 def topic_info(model: str, B, anchors, words: list[str]) -> str:
@@ -95,22 +135,13 @@ def topic_info(model: str, B, anchors, words: list[str]) -> str:
                       ensure_ascii=False)
 
 
-def inferred_model(root: str) -> str | None:
-    """The model ``<root>/doc_topics.parquet`` was inferred under (None when absent or written before this was
-    recorded)."""
-    fs, path = get_fs(join(doc_topics_path(root), INFER_INFO))
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "rb") as f:
-        return json.loads(f.read())["model"]
-
-
-def read_doc_topics(root: str):
-    """``<root>/doc_topics.parquet`` as one Arrow table, in corpus order."""
-    url = doc_topics_path(root)
+def read_doc_topics(root: str, model: str):
+    """``<root>/doc_topics/<model>`` as one Arrow table, in corpus order."""
+    _migrate_legacy(root)
+    url = doc_topics_path(root, model)
     fs, path = get_fs(url)
     if not fs.exists(path):
-        raise StoreError(f"{url}: missing; run `jsmf infer {root}` first")
+        raise StoreError(f"{url}: missing; run `jsmf infer {root} --model {model}` first")
     check_committed(url)
     files = sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet"))
     return ds.dataset(files, format="parquet", filesystem=arrow_fs(fs)).to_table()

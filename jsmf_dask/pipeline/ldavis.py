@@ -3,8 +3,8 @@
 pyLDAvis (Sievert & Shirley 2014; ``pip install pyLDAvis``, optional) draws
 the topics from five inputs, all of which a run root holds: the topic–word
 distributions (the model's ``B``, transposed), each document's topic weights
-and length (a refined model's own ``doc_topics/``, or ``<root>/doc_topics.parquet``
-when ``jsmf infer`` wrote it under this model), the vocabulary (with
+and length (a refined model's own ``doc_topics/``, or ``<root>/doc_topics/<model>/``
+when ``jsmf infer`` wrote them), the vocabulary (with
 ``labels.parquet`` applied) and the words' corpus frequencies (``vocab.parquet``'s
 ``tf``). Words a topic gives probability 0 (anchor-word models have many) are
 shown at ``PROBABILITY_FLOOR``, because pyLDAvis takes logarithms of them.
@@ -22,7 +22,7 @@ from jsmf_dask.exceptions import JSMFError, StoreError
 from jsmf_dask.io.fs import arrow_fs, get_fs, join, join_under, write_file
 from jsmf_dask.io.model_store import open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
-from jsmf_dask.pipeline.infer import inferred_model, read_doc_topics
+from jsmf_dask.pipeline.infer import has_doc_topics, read_doc_topics
 from jsmf_dask.render.page import script_json
 
 __all__ = ["check_ldavis", "ldavis_inputs", "export_ldavis", "ldavis_path", "require_pyldavis", "PROBABILITY_FLOOR"]
@@ -47,17 +47,15 @@ def require_pyldavis():
 
 def _weights_of(root: str, model) -> str:
     """Where ``model``'s document–topic weights are: ``'own'`` (a refined model's ``doc_topics/``) or
-    ``'inferred'`` (``<root>/doc_topics.parquet``, inferred under it); else :class:`StoreError` with the command
-    that writes them."""
+    ``'inferred'`` (``<root>/doc_topics/<model>/``); else :class:`StoreError` with the command that writes
+    them."""
     fs, path = get_fs(join(model.url, "doc_topics"))
     if fs.exists(path):
         return "own"
-    inferred = inferred_model(root)
-    if inferred == model.name:
+    if has_doc_topics(root, model.name):
         return "inferred"
-    replace = f" --overwrite (it replaces the weights of {inferred!r})" if inferred else ""
     raise StoreError(f"{model.url}: no document–topic weights under model {model.name!r}; run "
-                     f"`jsmf infer {root} --model {model.name}{replace}` first (a refined model carries its own)")
+                     f"`jsmf infer {root} --model {model.name}` first (a refined model carries its own)")
 
 
 def check_ldavis(root: str, model: str) -> None:
@@ -74,7 +72,7 @@ def _doc_topics(root: str, model):
         fs, path = get_fs(join(model.url, "doc_topics"))
         files = sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet"))
         return ds.dataset(files, format="parquet", filesystem=arrow_fs(fs)).to_table()
-    return read_doc_topics(root)
+    return read_doc_topics(root, model.name)
 
 
 def ldavis_inputs(root: str, model: str) -> dict[str, object]:

@@ -28,6 +28,7 @@ from jsmf_dask.pipeline.cooccur import cooccur
 from jsmf_dask.pipeline.evaluate import evaluate, metrics_path
 from jsmf_dask.pipeline.fit import fit
 from jsmf_dask.pipeline.fit_model import default_name
+from jsmf_dask.io.model_store import chosen_model
 from jsmf_dask.pipeline.infer import doc_topics_path, infer
 from jsmf_dask.pipeline.ingest import ingest
 from jsmf_dask.pipeline.ingest_inputs import uci_vocab_for
@@ -169,5 +170,6 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
               lambda: [f"report: {report(root, **params)}"])
     if (params := cfg.stage("infer")) is not None:
         fp = fingerprint("infer", params, ingest_fp, fit_fps)
-        stage("infer", fp, doc_topics_path(root), params, lambda: infer(root, overwrite=True, **params).lines())
+        stage("infer", fp, doc_topics_path(root, chosen_model(root, params.get("model"))), params,
+              lambda: infer(root, overwrite=True, **params).lines())
     return outcomes

@@ -77,7 +77,7 @@ def test_every_stage_on_s3_equals_local(s3_root, tmp_path):
         html = report(root)
         infer(root, model="k6-ap")
         results[root] = (open_cooccurrence(f"{root}/cooc.zarr").C[:], open_model(root, "k6-ap"),
-                         read_doc_topics(root), html)
+                         read_doc_topics(root, "k6-ap"), html)
     (C_s3, m_s3, dt_s3, html_s3), (C_loc, m_loc, dt_loc, _) = results.values()
     np.testing.assert_array_equal(C_s3, C_loc)
     np.testing.assert_array_equal(m_s3.arrays["anchors"], m_loc.arrays["anchors"])

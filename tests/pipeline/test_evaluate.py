@@ -229,7 +229,7 @@ def test_compare_names_the_missing_extra(tmp_path, monkeypatch):
 
 def test_infer_recovers_document_mixtures(fitted_root):
     rep = infer(fitted_root, model="k5-ap")
-    table = read_doc_topics(fitted_root)
+    table = read_doc_topics(fitted_root, "k5-ap")
     assert rep.n_docs == table.num_rows == 4000
     assert table.column("doc_id").to_pylist()[:3] == ["d0", "d1", "d2"]
     theta = np.asarray(table.column("topics").to_pylist())
@@ -261,7 +261,7 @@ def test_transform_returns_the_topic_of_a_pure_document(fitted_root):
 
 def test_doc_topics_parquet_schema(fitted_root):
     infer(fitted_root, model="k5-ap", overwrite=True)
-    files = sorted((fitted_root / "doc_topics.parquet").glob("part-*.parquet"))
+    files = sorted((fitted_root / "doc_topics" / "k5-ap").glob("part-*.parquet"))
     assert len(files) == 4  # one part per row group
     schema = pq.read_schema(files[0])
     assert schema.names == ["doc_id", "n_tokens", "topics"] and schema.field("topics").type.list_size == 5

@@ -263,7 +263,7 @@ def test_item_labels_are_shown_in_topics(tmp_path):
     assert "Movie 1, the sequel" in shown and "Movie 12, the sequel" in shown
     assert model.words == display_words(corpus, words)
     # doc_topics name their topic columns with the labels: "[anchor] top 3", as the topics file begins
-    for where, fitted in ((tmp_path / "run" / "doc_topics.parquet", model),
+    for where, fitted in ((tmp_path / "run" / "doc_topics" / "k2-ap", model),
                           (tmp_path / "run" / "model.zarr" / refined.name / "doc_topics", refined)):
         info = json.loads((where / "_infer.json").read_text(encoding="utf-8"))
         assert info["model"] == fitted.name and info["n_topics"] == 2

@@ -78,13 +78,28 @@ def test_a_spectral_model_needs_infer_under_it_first(root):
     with pytest.raises(StoreError, match=r"no document–topic weights under model 'ap'; run `jsmf infer .* --model ap`"):
         ldavis_inputs(str(root), "ap")
     infer(str(root), model="ap", overwrite=True)
-    table = read_doc_topics(str(root))
+    table = read_doc_topics(str(root), "ap")
     inputs = ldavis_inputs(str(root), "ap")
     lengths = np.asarray(table.column("n_tokens"))
     np.testing.assert_allclose(inputs["doc_topic_dists"], np.array(table.column("topics").to_pylist())[lengths > 0])
-    infer(str(root), model="ap-cvb0", overwrite=True)  # weights under another model do not count for this one
-    with pytest.raises(StoreError, match="no document–topic weights under model 'ap'"):
-        ldavis_inputs(str(root), "ap")
+    infer(str(root), model="ap-cvb0", overwrite=True)  # another model's weights: beside these, not over them
+    np.testing.assert_array_equal(ldavis_inputs(str(root), "ap")["doc_topic_dists"], inputs["doc_topic_dists"])
+    assert read_doc_topics(str(root), "ap-cvb0").num_rows == table.num_rows
+
+
+def test_an_old_roots_single_doc_topics_moves_to_its_models_directory(root, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(root, old)
+    shutil.rmtree(old / "doc_topics")
+    infer(str(old), model="ap")
+    (old / "doc_topics" / "ap").rename(old / "doc_topics.parquet")  # the layout of earlier versions
+    (old / "doc_topics").rmdir()
+    with pytest.warns(UserWarning, match=r"moved .*doc_topics.parquet \(the document weights under model 'ap'\)"):
+        table = read_doc_topics(str(old), "ap")
+    assert table.num_rows == 800 and not (old / "doc_topics.parquet").exists()
+    assert (old / "doc_topics" / "ap" / "_infer.json").exists()
 
 
 def test_cli_writes_the_view_beside_the_report_and_refuses_without_pyldavis(root, capsys, monkeypatch):
@@ -93,11 +108,12 @@ def test_cli_writes_the_view_beside_the_report_and_refuses_without_pyldavis(root
     assert f"pyLDAvis view of ap-cvb0: {ldavis_path(str(root), 'ap-cvb0')}" in out
     # a model without document weights: refused before any work, the report as it was, the fix named
     before = (root / "report" / "report.html").read_bytes()
-    infer(str(root), model="ap-cvb0", overwrite=True)
+    import shutil
+
+    shutil.rmtree(root / "doc_topics" / "ap", ignore_errors=True)
     assert main(["report", str(root), "--model", "ap", "--ldavis", "--scheduler", "synchronous", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert "no document–topic weights under model 'ap'" in err
-    assert f"jsmf infer {root} --model ap --overwrite (it replaces the weights of 'ap-cvb0')" in err
+    assert "no document–topic weights under model 'ap'" in err and f"jsmf infer {root} --model ap`" in err
     assert (root / "report" / "report.html").read_bytes() == before
     (root / "report" / "report.html").unlink()
     monkeypatch.setitem(sys.modules, "pyLDAvis", None)  # as if not installed

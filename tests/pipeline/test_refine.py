@@ -143,7 +143,7 @@ def test_evaluate_report_and_infer_read_it(lda_root, refined):
         value = evaluate(lda_root)["models"][name]["heldout"]["perplexity"]
         assert f"{value:.4g}" in page
     infer(lda_root, model="ap-vb", overwrite=True)
-    assert read_doc_topics(str(lda_root)).num_rows == 6000
+    assert read_doc_topics(str(lda_root), "ap-vb").num_rows == 6000
 
 
 def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
@@ -323,7 +323,7 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
 
     m = open_model(lda_root, "ap-vb")
     infer(lda_root, model="ap-vb", overwrite=True)
-    inferred = read_doc_topics(str(lda_root))
+    inferred = read_doc_topics(str(lda_root), "ap-vb")
     own = ds.dataset(str(lda_root / "model.zarr" / "ap-vb" / "doc_topics"), format="parquet").to_table()
     by_id = dict(zip(inferred.column("doc_id").to_pylist(), inferred.column("topics").to_pylist(), strict=True))
     ids = own.column("doc_id").to_pylist()

@@ -107,7 +107,7 @@ def test_refine_stage_is_resumable_and_follows_its_source(tmp_path):
 def test_a_deleted_output_is_redone(tmp_path):
     config = _setup(tmp_path)
     run(config)
-    shutil.rmtree(tmp_path / "run" / "doc_topics.parquet")
+    shutil.rmtree(tmp_path / "run" / "doc_topics" / "k5-ap")
     assert _status(run(config))["infer"] == "ran"
 
 

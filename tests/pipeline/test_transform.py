@@ -89,7 +89,7 @@ def test_transform_equals_append_and_infer_and_leaves_the_root_as_it_is(text_roo
     ingest(copy, inputs, id_column="id", append=True)
     for model in ("k4-cvb0", "k4"):
         infer(copy, model=model, overwrite=True)
-        stored = read_doc_topics(copy)
+        stored = read_doc_topics(copy, model)
         appended = {d: w for d, w in zip(stored.column("doc_id").to_pylist(), stored.column("topics").to_pylist())
                     if d.startswith("n")}
         table = pq.read_table(tmp_path / f"{model}.parquet")
@@ -155,7 +155,7 @@ def test_every_input_format_reads_as_the_corpus_did(fmt, tmp_path):
         refine(root, model="k3", name="k3-cvb0", sweeps=5)
         infer(root, model="k3-cvb0")
         report = transform(root, [str(path)], model="k3-cvb0", output=str(tmp_path / "out"))
-    stored = read_doc_topics(root)
+    stored = read_doc_topics(root, "k3-cvb0")
     inside = dict(zip(stored.column("doc_id").to_pylist(), stored.column("topics").to_pylist()))
     table = pq.read_table(tmp_path / "out")
     new = dict(zip(table.column("doc_id").to_pylist(), table.column("topics").to_pylist()))
