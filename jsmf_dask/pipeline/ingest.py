@@ -43,6 +43,7 @@ from jsmf_dask.pipeline.ingest_inputs import (
     existing_corpus,
     input_partitions,
     link_existing,
+    read_manifest,
 )
 from jsmf_dask.stages.ingest import (
     TermMapping,
@@ -116,6 +117,14 @@ def load_stopwords(stopwords: str | Sequence[str] | None) -> frozenset[str]:
         with fs.open(p, "rb") as f:
             return frozenset(w.strip().lower() for w in f.read().decode("utf-8").splitlines() if w.strip())
     return frozenset(stopwords)
+
+
+def _corpus_version(root: str) -> str | None:
+    """What identifies the committed corpus of ``root`` (its manifest, serialised), None when there is none."""
+    try:
+        return json.dumps(read_manifest(corpus_dir(root)), sort_keys=True)
+    except (OSError, ValueError):  # half-moved by a concurrent commit: not the version read
+        return None
 
 
 def ingest(
@@ -257,7 +266,11 @@ def ingest(
         check_option(strip, "strip", "ingest", STRIPS)
     label_map = read_labels(labels, encoding=encoding) if labels is not None else None  # checked before any work
     choose_engine(Work(input_bytes=total_bytes(inputs)))
-    with staged_output(corpus_dir(root), root=root, overwrite=overwrite or append) as tmp:
+    # an append rebuilds the corpus from the one it read: commit only if that is still the corpus (another
+    # append committed meanwhile would otherwise lose its documents)
+    read = _corpus_version(root) if append else None
+    with staged_output(corpus_dir(root), root=root, overwrite=overwrite or append,
+                       unchanged=None if read is None else lambda: _corpus_version(root) == read) as tmp:
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
         fs.makedirs(scratch_path, exist_ok=True)

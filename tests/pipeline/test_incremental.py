@@ -188,3 +188,51 @@ def test_two_concurrent_updates_apply_every_document_once(parts, tmp_path):
     np.testing.assert_array_equal(store.D2[:], ref.D2[:])
     assert store.attrs["n_docs"] == ref.attrs["n_docs"]
     assert not [p for p in os.listdir(inc) if p.startswith(".cooc.zarr")], outcomes  # no temporaries left
+
+
+@pytest.mark.slow
+def test_concurrent_appends_lose_and_repeat_nothing(parts, tmp_path):
+    """Two `ingest --append` at once: of the same file, its documents end up in the corpus once; of two different
+    files, every command that succeeded has its documents in the corpus (a loser fails with one clear line)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
+
+    docs = read_uci(REUTERS_DOCWORD)
+    vocab = REUTERS_VOCAB.read_text().splitlines()
+    d = tmp_path / "days"
+    d.mkdir()
+    days = {"a": write_uci(d, docs[250:320], vocab, name="a"), "b": write_uci(d, docs[320:], vocab, name="b")}
+    (d / "ids.a.txt").write_text("\n".join(f"r{i}" for i in range(250, 320)) + "\n")
+    (d / "ids.b.txt").write_text("\n".join(f"r{i}" for i in range(320, len(docs))) + "\n")
+    env = dict(os.environ)
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    jsmf = str(Path(sys.executable).parent / "jsmf")
+
+    def ids(root):
+        return [i for b in list_blocks(corpus_dir(str(root))) for i in read_block(b, 600).column("doc_id").to_pylist()]
+
+    for case, pair in (("same", ("a", "a")), ("different", ("a", "b"))):
+        root = tmp_path / case
+        ingest(root, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=600, row_group_size=60)
+        procs = [subprocess.Popen([jsmf, "ingest", str(root), str(days[x]), "--append", "--doc-ids",
+                                   str(d / f"ids.{x}.txt"), "--scheduler", "threads", "--quiet"],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for x in pair]
+        outcomes = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+        for p in procs:
+            p.stderr.close()
+        stored = ids(root)
+        assert len(stored) == len(set(stored)), case  # no document twice
+        assert any(rc == 0 for rc, _ in outcomes), outcomes
+        for (rc, err), x in zip(outcomes, pair, strict=True):
+            assert rc in (0, 1) and "Traceback" not in err, err
+            if rc == 0:  # a command that said it appended did append
+                first, last = (250, 320) if x == "a" else (320, len(docs))
+                assert {f"r{i}" for i in range(first, last)} <= set(stored), (case, x)
+            else:
+                assert err.startswith("jsmf: error:") and len(err.strip().splitlines()) == 1, err
+        assert not [p for p in os.listdir(root) if p.startswith(".corpus")], outcomes
