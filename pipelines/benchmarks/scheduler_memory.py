@@ -72,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
             for proc in reversed(procs):
                 proc.terminate()
             for proc in procs:
-                proc.wait()
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:  # a worker stuck closing: our own process
+                    proc.kill()
+                    proc.wait()
     settled = min(9, len(samples) - 1)  # the first commands warm the scheduler up
     print(f"scheduler RSS: {samples[0]:.0f} MiB after command 1, {samples[-1]:.0f} MiB after command {len(samples)} "
           f"(growth {samples[-1] - samples[0]:+.0f} MiB; {samples[-1] - samples[settled]:+.0f} MiB since command "
