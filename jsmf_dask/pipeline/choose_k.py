@@ -30,7 +30,7 @@ import numpy as np
 
 from jsmf_dask import _progress
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
-from jsmf_dask.io.fs import get_fs, join, write_file
+from jsmf_dask.io.fs import join, write_file
 from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence
@@ -47,7 +47,7 @@ from jsmf_dask.stages.evaluate import document_scores_tasks
 from jsmf_dask.stages.spectrum import eigenpairs_task
 from jsmf_dask.cluster import Work, choose_engine
 
-__all__ = ["choose_k", "ChooseKResult", "KRecord", "model_names", "read_choose_k"]
+__all__ = ["choose_k", "ChooseKResult", "KRecord", "model_names"]
 
 
 
@@ -232,19 +232,20 @@ def choose_k(
     for rec in records:
         m = open_model(root, rec.refined)
         models[rec.refined] = (m.arrays["B"], document_prior(m)[0])
+    blocks = list_blocks(corpus)
     with _progress.data_in_graph():
         ((_, n_tok, scores),) = _progress.compute(document_scores_tasks(
-            list_blocks(corpus), store.n_words, DocumentSplit(heldout, validation), models))
+            blocks, store.n_words, DocumentSplit(heldout, validation), models))
     if n_tok.sum() == 0:
         raise StoreError(f"{corpus}: the validation documents have no tokens to score (documents of one token)")
     curve = perplexity_curve(topics, np.vstack([scores[r.refined] for r in records]), n_tok)
     D1 = store.D1[:].astype(np.float64)
     n_docs = int(store.attrs.get("n_docs", 0))  # the documents C (and D1, D2) counted
-    blocks = list_blocks(corpus)
+    tops = [top_words(models[rec.refined][0], TOP_WORDS) for rec in records]
+    # every K's top words' co-document counts in one read of D2 (one pass over the corpus without it)
+    D2_tops = np.split(top_word_codocs(store, blocks, np.vstack(tops)), np.cumsum([len(t) for t in tops])[:-1])
     rows = []
-    for j, rec in enumerate(records):
-        top = top_words(models[rec.refined][0], TOP_WORDS)
-        D2_top = top_word_codocs(store, blocks, top)
+    for j, (rec, top, D2_top) in enumerate(zip(records, tops, D2_tops, strict=True)):
         ppl, gap, se = curve.perplexity[j], curve.gap_to_best[j], curve.paired_se[j]
         rows.append({
             "n_topics": rec.n_topics, "model": rec.refined, "perplexity": float(ppl),
@@ -286,12 +287,3 @@ def _write(root: str, result: ChooseKResult) -> None:
     write_file(result.figure_path, choose_k_curves(result.rows, result.eigenvalues, result.recommended), root=root)
     write_file(result.csv_path, buf.getvalue().encode(), root=root)
     write_file(result.json_path, json.dumps(summary, indent=2, allow_nan=False), root=root)
-
-
-def read_choose_k(root: str) -> dict | None:
-    """``<root>/report/choose_k.json`` as written by :func:`choose_k`, or None."""
-    fs, path = get_fs(join(report_dir(root), "choose_k.json"))
-    if not fs.exists(path):
-        return None
-    with fs.open(path) as f:
-        return json.load(f)
