@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import errno
+import fcntl
 import hashlib
 import os
 import posixpath
@@ -227,56 +228,99 @@ def staged_output(final: str, *, root: str, overwrite: bool = False,
         also at the commit, if another writer committed ``final`` while this
         one worked (without ``overwrite``; with it, when their commit lands
         between this one's two renames): then this output is discarded and
-        theirs stays. On a local file system the final rename is atomic and
-        refused when the target exists, so of two concurrent writers exactly
-        one commits; an object store has no such rename, and there the check
-        narrows the window without closing it.
+        theirs stays. On a local file system the commits of one directory's
+        writers are serialised (:func:`_commit_lock`) and the final rename is
+        atomic and refused when the target exists, so of two concurrent
+        writers exactly one commits, and one that replaces what it read
+        (``unchanged``) never discards a commit made after its read; an
+        object store has no such rename or lock, and there the check narrows
+        the window without closing it.
     """
     final = check_under(root, os.fspath(final))
     fs, path = get_fs(final)
     recover_interrupted(final)
     refuse_existing(final, overwrite=overwrite)
     parent, name = posixpath.split(path.rstrip("/"))
-    token = f"{uuid.uuid4().hex[:12]}.{_WRITER}"
+    token = _writer_token()
     tmp_path = posixpath.join(parent, f".{name}.tmp-{token}")
     tmp_url = _same_scheme(final, tmp_path)
-    created_parent = not fs.exists(parent)
-    fs.makedirs(tmp_path, exist_ok=False)
+    _IN_PROGRESS.add(token)  # recovery by another thread of this process leaves it alone
     try:
-        yield tmp_url
-    except BaseException:
-        if fs.exists(tmp_path):
-            fs.rm(tmp_path, recursive=True)
-        if created_parent and fs.exists(parent) and not fs.ls(parent):
-            fs.rm(parent, recursive=True)
-        raise
-    old_path = posixpath.join(parent, f".{name}.old-{token}")
-    try:
-        if unchanged is not None and not unchanged():
-            raise _Raced(final)
-        if fs.exists(path):
-            if not overwrite:  # another writer committed it since this one started (it was refused before)
-                raise _Raced(final)
-            try:
-                _move_tree(fs, path, old_path)
-            except FileNotFoundError:  # another writer moved it aside first: its commit is under way
-                raise _Raced(final) from None
+        created_parent = not fs.exists(parent)
+        fs.makedirs(tmp_path, exist_ok=False)
         try:
-            _move_tree(fs, tmp_path, path)
-        except FileExistsError:  # another writer's commit landed between the move aside and this rename
-            if fs.exists(old_path):
-                fs.rm(old_path, recursive=True)
+            yield tmp_url
+        except BaseException:
+            if fs.exists(tmp_path):
+                fs.rm(tmp_path, recursive=True)
+            if created_parent and fs.exists(parent) and not fs.ls(parent):
+                fs.rm(parent, recursive=True)
+            raise
+        old_path = posixpath.join(parent, f".{name}.old-{token}")
+        try:
+            with _commit_lock(fs, parent):
+                _commit(fs, path, tmp_path, old_path, final, overwrite=overwrite, unchanged=unchanged)
+        except BaseException as err:
+            if fs.exists(tmp_path):  # whatever went wrong, this run's output does not stay half-committed
+                fs.rm(tmp_path, recursive=True)
+            if isinstance(err, _Raced):
+                raise StoreError(f"{err.final} was committed by another writer while this command ran; this run's "
+                                 "output was discarded (nothing of it is in place): rerun it to build on theirs "
+                                 "(an update, an append), or pass overwrite=True to replace theirs") from None
+            raise
+        if fs.exists(old_path):
+            fs.rm(old_path, recursive=True)
+    finally:
+        _IN_PROGRESS.discard(token)
+
+
+@contextlib.contextmanager
+def _commit_lock(fs, parent: str) -> Iterator[None]:
+    """Serialise the commits of the writers of one local directory (its check and its renames).
+
+    Without it two writers replacing one output (two appends) could both find the version they read, and
+    the second's swap would discard the first's committed output although the first reported success. The
+    lock is ``flock(2)`` on the parent directory itself (no file left behind; released by the kernel when a
+    writer dies); where a file system refuses it (some network mounts), commits go unserialised, as on an
+    object store, and the check before the swap only narrows the window.
+    """
+    if not isinstance(fs, LocalFileSystem):
+        yield
+        return
+    try:
+        fd = os.open(fs._strip_protocol(parent), os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _commit(fs, path: str, tmp_path: str, old_path: str, final: str, *, overwrite: bool,
+            unchanged: Callable[[], bool] | None) -> None:
+    """Swap the staged ``tmp_path`` in as ``path`` (the old one moved aside to ``old_path``); raise
+    :class:`_Raced` when another writer committed first in a way this one must not replace."""
+    if unchanged is not None and not unchanged():
+        raise _Raced(final)
+    if fs.exists(path):
+        if not overwrite:  # another writer committed it since this one started (it was refused before)
+            raise _Raced(final)
+        try:
+            _move_tree(fs, path, old_path)
+        except FileNotFoundError:  # another writer moved it aside first: its commit is under way
             raise _Raced(final) from None
-    except BaseException as err:
-        if fs.exists(tmp_path):  # whatever went wrong, this run's output does not stay half-committed
-            fs.rm(tmp_path, recursive=True)
-        if isinstance(err, _Raced):
-            raise StoreError(f"{err.final} was committed by another writer while this command ran; this run's "
-                             "output was discarded (nothing of it is in place): rerun it to build on theirs "
-                             "(an update, an append), or pass overwrite=True to replace theirs") from None
-        raise
-    if fs.exists(old_path):
-        fs.rm(old_path, recursive=True)
+    try:
+        _move_tree(fs, tmp_path, path)
+    except FileExistsError:  # another writer's commit landed between the move aside and this rename
+        if fs.exists(old_path):
+            fs.rm(old_path, recursive=True)
+        raise _Raced(final) from None
 
 
 class _Raced(Exception):
@@ -318,8 +362,16 @@ def check_committed(url: str) -> None:
                          "(the previous version is restored then)")
 
 
-#: This process as a writer: ``<pid>.<host hash>``, the suffix of its temporaries' names (:func:`_stale`).
-_WRITER = f"{os.getpid()}.{hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()}"
+#: This host in temporaries' names: ``.name.tmp-<token>.<pid>.<host hash>`` (:func:`_stale`).
+_HOST = hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()
+#: Tokens of the temporaries this process is writing now (several threads may each write one output).
+_IN_PROGRESS: set[str] = set()
+
+
+def _writer_token() -> str:
+    """A new temporary's token: random, then this writer's pid and host (the pid read now, not at import: a
+    forked process is another writer)."""
+    return f"{uuid.uuid4().hex[:12]}.{os.getpid()}.{_HOST}"
 #: A temporary of a writer on another host counts as abandoned once it is this old (its process cannot be asked).
 STALE_AFTER_SECONDS = 24 * 3600
 
@@ -332,9 +384,10 @@ def _stale(fs, path: str) -> bool:
     if len(parts) != 3 or not parts[1].isdigit():
         return True
     pid, host = int(parts[1]), parts[2]
-    if host == _WRITER.split(".")[1]:
-        # this process's own leftovers are stale too: it is past the commit that made them (an exception in it)
-        return pid == os.getpid() or not psutil.pid_exists(pid)
+    if host == _HOST:
+        if pid == os.getpid():  # this process's: stale unless one of its threads is writing it now
+            return posixpath.basename(path).split("-", 1)[-1] not in _IN_PROGRESS
+        return not psutil.pid_exists(pid)
     try:
         age = _dt.datetime.now(_dt.UTC) - fs.modified(path).astimezone(_dt.UTC)
     except (NotImplementedError, OSError, ValueError, AttributeError):
@@ -356,24 +409,25 @@ def recover_interrupted(url: str) -> None:
     parent, name = posixpath.split(path)
     if not fs.exists(parent):
         return
-    fs.invalidate_cache()
-    siblings = [p.rstrip("/") for p in fs.ls(parent, detail=False)]
-    siblings = [p for p in siblings if not posixpath.basename(p).startswith(f".{name}.") or _stale(fs, p)]
-    olds = sorted(p for p in siblings if posixpath.basename(p).startswith(f".{name}.old-"))
-    if isinstance(fs, LocalFileSystem):
-        if olds and not fs.exists(path):
-            _move_tree(fs, olds[0], path)
-            olds = olds[1:]
-    elif fs.exists(path) and not fs.exists(posixpath.join(path, COMMITTED)):
-        fs.rm(path, recursive=True)
-        complete = [o for o in olds if fs.exists(posixpath.join(o, COMMITTED))]
-        if complete:
-            _move_tree(fs, complete[0], path)
-            olds.remove(complete[0])
-    for p in olds + [p for p in siblings if posixpath.basename(p).startswith(f".{name}.tmp-")]:
-        if fs.exists(p):
-            fs.rm(p, recursive=True)
-    fs.invalidate_cache()
+    with _commit_lock(fs, parent):  # not while another writer of this directory commits
+        fs.invalidate_cache()
+        siblings = [p.rstrip("/") for p in fs.ls(parent, detail=False)]
+        siblings = [p for p in siblings if not posixpath.basename(p).startswith(f".{name}.") or _stale(fs, p)]
+        olds = sorted(p for p in siblings if posixpath.basename(p).startswith(f".{name}.old-"))
+        if isinstance(fs, LocalFileSystem):
+            if olds and not fs.exists(path):
+                _move_tree(fs, olds[0], path)
+                olds = olds[1:]
+        elif fs.exists(path) and not fs.exists(posixpath.join(path, COMMITTED)):
+            fs.rm(path, recursive=True)
+            complete = [o for o in olds if fs.exists(posixpath.join(o, COMMITTED))]
+            if complete:
+                _move_tree(fs, complete[0], path)
+                olds.remove(complete[0])
+        for p in olds + [p for p in siblings if posixpath.basename(p).startswith(f".{name}.tmp-")]:
+            if fs.exists(p):
+                fs.rm(p, recursive=True)
+        fs.invalidate_cache()
 
 
 def _same_scheme(reference: str, path: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,51 @@ def test_a_commit_never_replaces_an_output_that_appeared_meanwhile(tmp_path):
     with staged_output(final, root=str(root), overwrite=True) as tmp:
         Path(tmp, "mine").write_text("mine")
     assert sorted(os.listdir(final)) == ["mine"]
+
+
+def test_two_replacing_commits_are_serialised_so_neither_loses_the_other(tmp_path):
+    """Two writers that each rebuild ``out`` from the version they read (two ``ingest --append``): the second to
+    commit must find the first's commit and fail, never swap it away after the first reported success. Writer A is
+    held inside its commit (its version check has passed) until writer B has reached its own commit; without the
+    commit lock B's check also passes and B's swap discards A's committed output."""
+    import threading
+
+    root = tmp_path / "r"
+    final = root / "out"
+    final.mkdir(parents=True)
+    (final / "version").write_text("0")
+    b_committing, results = threading.Event(), {}
+
+    def writer(label):
+        def unchanged():
+            ok = (final / "version").read_text() == "0"
+            if label == "a":
+                b_committing.wait(timeout=3)  # B is now at its commit while A is inside its own
+                time.sleep(0.3)
+            return ok
+
+        try:
+            with staged_output(str(final), root=str(root), overwrite=True, unchanged=unchanged) as tmp:
+                Path(tmp, "version").write_text(label)
+                if label == "b":
+                    started_a.wait(timeout=3)
+                    b_committing.set()
+                else:
+                    started_a.set()
+            results[label] = "committed"
+        except StoreError as err:
+            results[label] = str(err)
+
+    started_a = threading.Event()
+    threads = [threading.Thread(target=writer, args=(x,)) for x in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert results["a"] == "committed", results
+    assert "committed by another writer while this command ran" in results["b"], results
+    assert (final / "version").read_text() == "a"  # what reported success is what is in place
+    assert sorted(os.listdir(root)) == ["out"]  # no temporaries, no moved-aside copy
 
 
 @pytest.mark.slow
@@ -64,15 +110,16 @@ def test_two_concurrent_fits_of_one_name_one_succeeds(tmp_path):
 def test_recovery_removes_only_what_writers_that_are_gone_left(tmp_path):
     """The next writer cleans up after a killed one, never under a live one: a temporary named for a running
     process stays, one named for a finished process (or in the old unnamed form) goes."""
-    from jsmf_dask.io.fs import _WRITER, recover_interrupted
+    from jsmf_dask.io.fs import _HOST, recover_interrupted
 
-    host = _WRITER.split(".")[1]
+    host = _HOST
     live = subprocess.Popen(["sleep", "60"])
     dead = subprocess.Popen(["true"])
     dead.wait()
     try:
         for name in (f".out.tmp-aaa.{live.pid}.{host}", f".out.tmp-bbb.{dead.pid}.{host}", ".out.tmp-0123456789ab",
-                     f".out.tmp-ccc.{live.pid}.ffffffff"):  # the last: a writer of another host, just started
+                     f".out.tmp-ccc.{live.pid}.ffffffff",  # a writer of another host, just started
+                     f".out.tmp-ddd.{os.getpid()}.{host}"):  # this process's, which no thread of it is writing
             (tmp_path / name).mkdir()
         recover_interrupted(str(tmp_path / "out"))
         assert sorted(os.listdir(tmp_path)) == [f".out.tmp-aaa.{live.pid}.{host}", f".out.tmp-ccc.{live.pid}.ffffffff"]
