@@ -15,6 +15,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
+from timeit import default_timer
 from typing import Any
 
 import dask
@@ -41,6 +42,8 @@ def active_client():
     pending = start_pending_cluster()
     if pending is not None:
         return pending
+    if "distributed" not in sys.modules:  # no client can exist (and importing it costs 0.2 s)
+        return None
     try:
         from distributed import default_client
 
@@ -73,14 +76,42 @@ def compute(*collections: Any) -> tuple[Any, ...]:
     # them; one explicit scheduler (threads unless dask.config names another) runs every stage.
     scheduler = dask.config.get("scheduler", None) or "threads"
     if show:
-        with ProgressBar(minimum=1.0, out=sys.stderr):
+        with _ProgressBar(minimum=1.0, out=sys.stderr):
             return dask.compute(*collections, scheduler=scheduler)
     return dask.compute(*collections, scheduler=scheduler)
+
+
+class _ProgressBar(ProgressBar):
+    """dask's text bar, whose drawing thread stops as soon as the computation ends.
+
+    dask's thread sleeps ``dt`` (0.1 s) between draws and the computation
+    waits for it to wake before returning: 50 ms on average added to every
+    ``compute``, 0.5 s over the sixteen of a small ``jsmf topics`` run. Here
+    it waits on an event that the end of the computation sets.
+    """
+
+    def _start(self, dsk):
+        self._ended = threading.Event()
+        super()._start(dsk)
+
+    def _timer_func(self):
+        while self._running:
+            elapsed = default_timer() - self._start_time
+            if elapsed > self._minimum:
+                self._update_bar(elapsed)
+            self._ended.wait(self._dt)
+
+    def _finish(self, dsk, state, errored):
+        self._running = False
+        self._ended.set()
+        super()._finish(dsk, state, errored)
 
 
 def report(channel: str, message: dict) -> None:
     """Send ``message`` from inside a task to the driver listening on ``channel`` (see :func:`listen`)."""
     try:
+        if "distributed" not in sys.modules:  # then this is no distributed worker
+            raise ValueError
         from distributed import get_worker
 
         worker = get_worker()

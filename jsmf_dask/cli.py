@@ -370,6 +370,27 @@ def _lost_scheduler(err: BaseException, args: argparse.Namespace) -> str | None:
             "the same command to resume")
 
 
+def _quiet_libraries(level: int, *, verbose: bool, quiet: bool) -> None:
+    """Set the log levels of distributed and the libraries under it.
+
+    --quiet: results only, so not even distributed's warnings at shutdown ("Worker process still alive ...").
+    The client's errors (a lost scheduler's reconnection attempts, with tracebacks; the gather abandoned when a
+    frozen one is given up on) reach the command as exceptions that it reports in one line itself; -v shows them.
+    distributed is imported only by a command that starts or joins a cluster (0.2 s otherwise spent for nothing),
+    and importing it sets its loggers from dask's ``logging`` config: the levels go there too, so that they hold
+    whenever it is imported.
+    """
+    import dask
+
+    shown = logging.ERROR if quiet else logging.WARNING
+    levels = {"distributed": shown, "distributed.client": logging.CRITICAL, "asyncio": logging.CRITICAL,
+              "bokeh": logging.ERROR, "tornado": logging.ERROR, "tornado.application": logging.ERROR}
+    levels = {name: level if verbose else quiet_level for name, quiet_level in levels.items()}
+    dask.config.set({"logging": {**dask.config.get("logging", {}), **levels}})
+    for name, value in levels.items():
+        logging.getLogger(name).setLevel(value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jsmf``; returns the exit status."""
     parser = build_parser()
@@ -385,15 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _absolute_paths(args)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    import distributed  # noqa: F401 - importing it sets its loggers from dask's config: set ours after that
-
-    # --quiet: results only, so not even distributed's warnings at shutdown ("Worker process still alive ...")
-    shown = logging.ERROR if getattr(args, "quiet", False) else logging.WARNING
-    # the client's errors (a lost scheduler's reconnection attempts, with tracebacks; the gather abandoned when a
-    # frozen one is given up on) reach the command as exceptions that it reports in one line itself; -v shows them
-    for noisy, quiet in (("distributed", shown), ("distributed.client", logging.CRITICAL),
-                         ("asyncio", logging.CRITICAL), ("bokeh", logging.ERROR), ("tornado", logging.ERROR)):
-        logging.getLogger(noisy).setLevel(level if args.verbose else quiet)
+    _quiet_libraries(level, verbose=bool(args.verbose), quiet=getattr(args, "quiet", False))
     warnings.showwarning = _show_warning
     try:
         import dask

@@ -43,3 +43,24 @@ def test_without_a_cluster_the_listener_is_called_in_process():
     with dask.config.set(scheduler="synchronous"), _progress.listen("here", got.append):
         dask.compute(dask.delayed(_emit)("here", 5), dask.delayed(_emit)("elsewhere", 6))
     assert got == [{"value": 5}]
+
+
+def test_the_local_progress_bar_draws_and_lets_the_computation_return_at_once():
+    """The bar's drawing thread must not hold the computation's return for its redraw interval: with a redraw
+    interval of 10 minutes, a computation that takes milliseconds returns (dask's own bar would sleep those 10
+    minutes first), and the bar is drawn complete."""
+    import io
+    import threading
+
+    out = io.StringIO()
+    done = threading.Event()
+
+    def run():
+        with _progress._ProgressBar(minimum=0, dt=600, out=out):
+            assert dask.compute(dask.delayed(sum)([1, 2, 3]), scheduler="threads") == (6,)
+        done.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert done.wait(timeout=60), "the computation waited for the bar's redraw interval"
+    assert "100% Completed" in out.getvalue()

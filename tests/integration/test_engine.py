@@ -119,3 +119,28 @@ def test_topics_writes_what_the_four_commands_write_and_resumes_after_a_kill(tmp
     assert "3 up to date" in captured.out and captured.out.count("\n") > 5  # the topics, then the summary
     for name in ("k5-ap", "k5-ap-cvb0"):
         np.testing.assert_allclose(_B(one, name), _B(four, name), rtol=0, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_a_run_on_threads_never_imports_distributed(tmp_path):
+    """Work small enough for threads pays nothing for the cluster it does not start: distributed (0.2 s of
+    imports) stays unimported through ingest, cooccur, fit and refine in one process; its loggers' levels are set
+    for when a command does import it (the quiet ones below)."""
+    root = tmp_path / "run"
+    code = (
+        "import json, logging, sys\n"
+        "from jsmf_dask.cli import main\n"
+        f"status = main(['topics', {str(REUTERS_DOCWORD)!r}, '--topics', '5', '--vocab-size', '400', "
+        f"'--out', {str(root)!r}, '--quiet'])\n"
+        "loaded = 'distributed' in sys.modules\n"
+        "import distributed\n"
+        "print(json.dumps({'status': status, 'loaded': loaded,\n"
+        "                  'client': logging.getLogger('distributed.client').level}))\n"
+    )
+    env = dict(os.environ)
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    import json
+
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"status": 0, "loaded": False, "client": 50}, out.stderr
