@@ -16,6 +16,8 @@ from jsmf_dask.parameters import (
     CHOOSE_K_ITERATIONS,
     CHOOSE_K_SWEEPS,
     REFINED_FIT_ITERATIONS,
+    REFINED_FIT_ITERATIONS_SMALL_K,
+    REFINED_FIT_SMALL_K,
     SYNTH_PRIORS,
     SYNTH_TOPICS_FROM,
     TOPICS_VOCAB_SIZE,
@@ -371,7 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heldout", type=parameter("cooccur", "heldout").parse, metavar="FRACTION",
                    help="also hold out this fraction of the documents for `jsmf evaluate` (default: none)")
     p.add_argument("--iterations", type=parameter("fit", "iterations").parse, metavar="N",
-                   help=f"AP cycles (default: {REFINED_FIT_ITERATIONS}, refine corrects the topics)")
+                   help=f"AP cycles (default: {REFINED_FIT_ITERATIONS_SMALL_K} up to {REFINED_FIT_SMALL_K} topics, "
+                   f"{REFINED_FIT_ITERATIONS} above: refine corrects the topics)")
     p.add_argument("--force", action="store_true", help="redo every stage")
     _add_cluster_options(p, overwrite=False)
 

@@ -12,7 +12,7 @@ from jsmf_dask import RectifiedAnchorWords, cooccur, fit, ingest, refine
 from jsmf_dask.cli_parser import build_parser
 from jsmf_dask.config import _DEFAULTS
 from jsmf_dask.exceptions import InvalidParameterError
-from jsmf_dask.parameters import REFINED_FIT_ITERATIONS, PARAMETERS, parameter, stage_parameters
+from jsmf_dask.parameters import PARAMETERS, parameter, refined_fit_iterations, stage_parameters
 from jsmf_dask.pipeline.run_config import _SPECS
 
 FUNCTIONS = {"ingest": ingest, "cooccur": cooccur, "fit": fit, "refine": refine}
@@ -56,7 +56,8 @@ def test_the_estimator_parameters_are_the_tables():
             continue  # n_components: the estimator gives it a default, scikit-learn's way
         if entry.estimator == "max_iter":  # None: the table's 150, or 50 where refinement follows
             assert default is None and RectifiedAnchorWords(refine=None)._cycles == entry.default
-            assert RectifiedAnchorWords()._cycles == REFINED_FIT_ITERATIONS
+            assert RectifiedAnchorWords()._cycles == refined_fit_iterations(10) == 20
+            assert RectifiedAnchorWords(50)._cycles == refined_fit_iterations(50) == 50
             continue
         assert default == entry.default, entry.estimator
     # and the estimator checks its values against the table: the table's message, the estimator's name

@@ -22,7 +22,7 @@ from jsmf_dask.kernels.factorize import find_anchors, recover, recover_low_rank,
 from jsmf_dask.kernels.infer import document_topics, model_prior
 from jsmf_dask.kernels.law import law_anchors, law_coordinates
 from jsmf_dask.kernels.variational import document_bound, e_step
-from jsmf_dask.parameters import PARAMETERS, REFINED_FIT_ITERATIONS, parameter
+from jsmf_dask.parameters import PARAMETERS, parameter, refined_fit_iterations
 from jsmf_dask.pipeline.matrix import is_dask_array
 from jsmf_dask.stages.rectify import in_task_blas_threads
 
@@ -56,8 +56,9 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Baseline of Arora et al. 2013). None: :func:`jsmf_dask.fit`'s choice
         (AP where it fits in one task, else ENN); AP in :meth:`fit_cooccurrence`.
     max_iter : int or None, default=None
-        AP or ENN cycles. None: 50 when the model is refined afterwards (measured
-        as good as 150 after refinement: ``pipelines/benchmarks/cycles.py``), else 150.
+        AP or ENN cycles. None: when the model is refined afterwards, 20 up to
+        20 topics and 50 above (measured as good as 150 after refinement:
+        :func:`jsmf_dask.parameters.refined_fit_iterations`), else 150.
     tol : float or None, default=None
         Stop AP (ENN) when its relative change falls below it; None runs all cycles.
     end_with : {'nonnegative', 'psd'}, default='nonnegative'
@@ -188,7 +189,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def _cycles(self) -> int:
         if self.max_iter is not None:
             return self.max_iter
-        return REFINED_FIT_ITERATIONS if self.refine else parameter("fit", "iterations").default
+        return refined_fit_iterations(self.n_components) if self.refine else parameter("fit", "iterations").default
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y: None = None) -> RectifiedAnchorWords:

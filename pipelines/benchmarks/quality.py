@@ -149,7 +149,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
     import dask
 
     from jsmf_dask import cooccur, evaluate, fit
-    from jsmf_dask.parameters import REFINED_FIT_ITERATIONS
+    from jsmf_dask.parameters import refined_fit_iterations
     from jsmf_dask.pipeline.gibbs import fit_gibbs
     from jsmf_dask.pipeline.refine import refine
     from pipelines.benchmarks.fit import matched_l1
@@ -169,7 +169,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                 seconds.setdefault("cooccur", []).append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 # the default route's start for refinement (`jsmf topics`, `jsmf run`, the estimator): 50 cycles
-                fit(root, n_topics=k, iterations=REFINED_FIT_ITERATIONS, name=f"k{k}-ap", overwrite=True)
+                fit(root, n_topics=k, iterations=refined_fit_iterations(k), name=f"k{k}-ap", overwrite=True)
                 seconds.setdefault(f"k{k}-ap", []).append(time.perf_counter() - t0)
                 for label, kwargs in REFINES.items():
                     if label not in args.refines.split(","):

@@ -12,6 +12,7 @@ import pytest
 
 from jsmf_dask import cluster, open_model
 from jsmf_dask.cli import main
+from jsmf_dask.parameters import refined_fit_iterations
 from tests.conftest import REUTERS_DOCWORD
 
 
@@ -91,7 +92,7 @@ def test_topics_writes_what_the_four_commands_write_and_resumes_after_a_kill(tmp
     four = str(tmp_path / "four")
     for argv in (["ingest", four, str(REUTERS_DOCWORD), "--vocab-size", "500"],
                  ["cooccur", four, "--validation", "0.05"],
-                 ["fit", four, "--topics", "5", "--iterations", "50"],
+                 ["fit", four, "--topics", "5", "--iterations", str(refined_fit_iterations(5))],
                  ["refine", four, "--model", "k5-ap"]):
         assert main([*argv, "--scheduler", "threads", "--quiet"]) == 0, argv
 
