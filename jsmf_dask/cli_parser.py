@@ -190,7 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "reports show the labels instead of bare ids")
     cli_options(p, "ingest")
     p.add_argument("--docs-per-shard", type=int, help="documents per shard file (default: 50000)")
-    p.add_argument("--row-group-size", type=int, help="documents per Parquet row group (default: 10000)")
+    p.add_argument("--row-group-size", type=int,
+                   help="documents per Parquet row group (default: 10000, or fewer so that a small corpus has 8 "
+                        "of at least 500)")
     p.add_argument("--append", action="store_true",
                    help="add the input's documents to the existing corpus, with its vocabulary (then "
                    "`jsmf cooccur --update`)")
@@ -397,7 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "dirichlet: each topic drawn from a symmetric Dirichlet(--beta) over the vocabulary, as plain LDA")
     p.add_argument("--beta", type=_positive_float, default=0.05,
                    help="concentration of --topics-from dirichlet (default: 0.05)")
-    p.add_argument("--row-group-size", type=int, default=10000, help="documents per Parquet row group (default: 10000)")
+    p.add_argument("--row-group-size", type=int,
+                   help="documents per Parquet row group (default: 10000, or fewer so that the corpus has 8 of at "
+                        "least 500)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing synthetic corpus")
     parser.command_parsers = dict(sub.choices)  # each command's own parser (its usage for its errors)
     return parser

@@ -36,6 +36,7 @@ from jsmf_dask.io.schema import (
 
 __all__ = [
     "Block",
+    "row_group_size_for",
     "corpus_tokens",
     "corpus_dir",
     "vocab_path",
@@ -181,6 +182,27 @@ def read_block(block: Block, n_words: int | None) -> pa.Table:
     check_schema(table.schema, DOCUMENT_SCHEMA, block.path)
     validate_documents(table, n_words, block.path, block.row_offset)
     return table
+
+
+#: Documents per Parquet row group at most, and the fewest a row group gets when a corpus is split smaller.
+ROW_GROUP_SIZE = 10000
+ROW_GROUP_SIZE_MIN = 500
+#: Row groups a corpus is split into at least (while they keep ``ROW_GROUP_SIZE_MIN`` documents).
+MIN_ROW_GROUPS = 8
+
+
+def row_group_size_for(n_docs: int) -> int:
+    """Documents per row group of a corpus of ``n_docs`` documents, when not configured.
+
+    A row group is the unit of parallel work of every later stage (one task per
+    row group for cooccur's blocks, refine's sweeps, infer, evaluate): with
+    row groups of 10,000 documents a corpus of 3,000 is one task and leaves every
+    core but one idle (refine's sweeps at 3k documents: one core of two). So
+    ``ROW_GROUP_SIZE`` documents, or fewer so that the corpus has
+    ``MIN_ROW_GROUPS`` row groups, but never fewer than ``ROW_GROUP_SIZE_MIN``.
+    Results do not depend on it (every stage is exact across row-group sizes).
+    """
+    return int(min(ROW_GROUP_SIZE, max(ROW_GROUP_SIZE_MIN, -(-int(n_docs) // MIN_ROW_GROUPS))))
 
 
 def write_shard(table: pa.Table, url: str, *, n_words: int, row_group_size: int) -> None:

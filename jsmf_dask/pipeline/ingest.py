@@ -28,6 +28,7 @@ from jsmf_dask.parameters import INPUT_FORMATS, STRIPS
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output, total_bytes
 from jsmf_dask.io.parquet import (
     corpus_dir,
+    row_group_size_for,
     write_labels,
     repeated_doc_id,
     write_vocabulary,
@@ -190,7 +191,9 @@ def ingest(
         items: the text defaults dropped 62% of a basket corpus) and need only
         two distinct items to carry a co-occurrence.
     docs_per_shard, row_group_size : int, optional
-        Shard and row-group sizes in documents (``jsmf.ingest.*`` config).
+        Shard and row-group sizes in documents (``jsmf.ingest.*`` config);
+        the row-group size by default: 10,000, or fewer for a small corpus
+        (:func:`~jsmf_dask.io.parquet.row_group_size_for`).
     overwrite : bool, default=False
         Replace an existing corpus.
     append : bool, default=False
@@ -241,7 +244,7 @@ def ingest(
     docs_per_shard = config.get("ingest.docs-per-shard", docs_per_shard)
     row_group_size = config.get("ingest.row-group-size", row_group_size)
     check_int(docs_per_shard, "docs_per_shard", owner, low=1)
-    check_int(row_group_size, "row_group_size", owner, low=1)
+    check_int(row_group_size, "row_group_size", owner, low=1, allow_none=True)
     if not inputs:
         raise InputError("no input given; expected at least one file or directory")
     inputs = [os.fspath(u) for u in inputs]
@@ -331,6 +334,8 @@ def ingest(
             else:
                 mapping = TermMapping(n_words, words=pa.array(words[selection.kept].tolist(), pa.string()))
             kept_words = [str(w) for w in words[selection.kept]]
+        if row_group_size is None:
+            row_group_size = row_group_size_for(n_input)
         (results,) = _progress.compute(
             write_curated_shards(
                 raw_files, mapping, tmp, min_doc_tokens=min_doc_tokens,

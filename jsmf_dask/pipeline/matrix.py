@@ -19,7 +19,7 @@ import scipy.sparse as sps
 from jsmf_dask import _progress, config
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import staged_output
-from jsmf_dask.io.parquet import corpus_dir, write_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, row_group_size_for, write_vocabulary
 from jsmf_dask.stages.matrix import count_rows, matrix_shard_tasks
 
 __all__ = ["MatrixCorpus", "ingest_matrix", "is_dask_array", "matrix_words"]
@@ -85,7 +85,7 @@ def ingest_matrix(root: str, X, *, words: list[str] | None = None, rows_per_shar
         raise InputError(f"X: {n_words} columns need {n_words} distinct words; got {len(words)} "
                          f"({len(set(words))} distinct)")
     blocks, first_rows = _row_blocks(X, rows_per_shard or int(config.get("ingest.docs-per-shard")))
-    row_group_size = int(config.get("ingest.row-group-size"))
+    row_group_size = config.get("ingest.row-group-size") or row_group_size_for(n_docs)
     with staged_output(corpus_dir(root), root=root, overwrite=overwrite) as tmp:  # creates the root too
         parts = _progress.compute(*matrix_shard_tasks(blocks, first_rows, n_words, tmp, row_group_size))
         df = np.sum([p[1] for p in parts], axis=0) if parts else np.zeros(n_words, np.int64)

@@ -21,7 +21,7 @@ from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.parameters import SYNTH_PRIORS, SYNTH_TOPICS_FROM
 from jsmf_dask.io.fs import join, staged_output
-from jsmf_dask.io.parquet import corpus_dir, shard_name, write_shard, write_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, row_group_size_for, shard_name, write_shard, write_vocabulary
 from jsmf_dask.io.zarr_store import zarr_store
 from jsmf_dask.kernels.synthetic import (
     SyntheticCorpus,
@@ -67,7 +67,7 @@ def synth(
     B: np.ndarray | None = None,
     topics_from: str = "separable",
     beta: float = 0.05,
-    row_group_size: int = 10000,
+    row_group_size: int | None = None,
     docs_per_shard: int = 50000,
     overwrite: bool = False,
 ) -> SynthReport:
@@ -97,7 +97,8 @@ def synth(
         does (no anchors planted; ``truth.zarr``'s ``anchors`` are −1).
     beta : float, default=0.05
         Concentration of ``topics_from='dirichlet'``.
-    row_group_size, docs_per_shard : int
+    row_group_size, docs_per_shard : int, optional
+        Row-group size (default: :func:`~jsmf_dask.io.parquet.row_group_size_for`) and shard size in documents.
     overwrite : bool, default=False
 
     Returns
@@ -165,7 +166,7 @@ def write_corpus(
     *,
     words: list[str] | None = None,
     docs_per_shard: int = 50000,
-    row_group_size: int = 10000,
+    row_group_size: int | None = None,
     overwrite: bool = False,
 ) -> None:
     """Write ``corpus`` as ``<root>/corpus`` (shards + a vocabulary of ``n_words`` words ``w00000``…)."""
@@ -185,7 +186,8 @@ def write_corpus(
                     "counts": pa.ListArray.from_arrays(pa.array(off), pa.array(corpus.counts[a:b])),
                 }
             )
-            write_shard(table, join(tmp, shard_name(shard)), n_words=n_words, row_group_size=row_group_size)
+            write_shard(table, join(tmp, shard_name(shard)), n_words=n_words,
+                        row_group_size=row_group_size or row_group_size_for(corpus.n_docs))
         write_vocabulary(
             pa.table(
                 {

@@ -371,3 +371,32 @@ def test_delimiter_of_a_text_table(tmp_path):
     assert stored_docs(tmp_path / "cli") == EXPECTED
     with pytest.raises(InputError, match="delimiter must be one character"):
         ingest(tmp_path / "bad", [str(path)], delimiter=";;")
+
+
+@pytest.mark.parametrize("n_docs, size", [(1, 500), (395, 500), (4000, 500), (8000, 1000), (20000, 2500),
+                                          (80000, 10000), (300000, 10000)])
+def test_row_groups_by_default_split_a_small_corpus_for_parallel_work(n_docs, size):
+    """A row group is one task of every later stage: 10,000 documents, or fewer so that a corpus has 8 row groups,
+    but never fewer than 500 documents each."""
+    from jsmf_dask.io.parquet import row_group_size_for
+
+    assert row_group_size_for(n_docs) == size
+
+
+def test_ingest_splits_a_small_corpus_into_several_row_groups_unless_told(tmp_path):
+    import pyarrow.parquet as pq
+
+    from jsmf_dask import synth
+
+    def groups(root):
+        return [pq.ParquetFile(f).metadata.num_row_groups for f in sorted((root / "corpus").glob("part-*.parquet"))]
+
+    docs = read_uci(REUTERS_DOCWORD)
+    vocab = (REUTERS_DOCWORD.parent / "vocab.reuters395.txt").read_text().splitlines()
+    many = write_uci(tmp_path, docs * 12, vocab, name="many")  # 4,740 documents
+    ingest(tmp_path / "auto", [str(many)], vocab_size=500)
+    assert groups(tmp_path / "auto") == [8]  # ceil(4740 / 8) = 593 documents a row group
+    ingest(tmp_path / "told", [str(many)], vocab_size=500, row_group_size=10000)
+    assert groups(tmp_path / "told") == [1]
+    synth(tmp_path / "synth", n_docs=4000, n_words=100, n_topics=3, doc_length=20, seed=1)
+    assert groups(tmp_path / "synth") == [8]
