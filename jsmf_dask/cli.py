@@ -466,5 +466,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def console_main() -> None:
+    """The ``jsmf`` executable: :func:`main`, then exit without the interpreter's teardown.
+
+    Once a command has finished, the interpreter's teardown (freeing the module state of numba, zarr and
+    pyarrow, collecting every object) takes another 0.3–0.6 s, about 5% of a small corpus's whole run. The
+    exit handlers still run (clusters, temporary directories, logging) and the output is flushed; only the
+    teardown is skipped. An exception that escapes :func:`main` ends the process the usual way.
+    """
+    import atexit
+
+    status = main()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (``jsmf … | head``): nothing more can be said
+            pass
+    os._exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console_main()

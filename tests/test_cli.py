@@ -194,3 +194,25 @@ def test_papercuts_verbose_after_the_command_its_own_usage_quiet_shutdown(tmp_pa
     main(["fit", str(tmp_path), "--topics", "3"])
     assert logging.getLogger("distributed").level == logging.WARNING
     assert "runs/" in (Path(__file__).resolve().parents[1] / ".gitignore").read_text().split()
+
+
+def test_the_executable_skips_only_the_interpreter_teardown(tmp_path):
+    """``jsmf`` (``console_main``) leaves with ``os._exit`` after the command: its exit status, everything it
+    printed (stdout a pipe, so block-buffered), and the exit handlers' work are all still there."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('exit handler ran', file=sys.stderr))\n"
+            "sys.argv = ['jsmf'] + sys.argv[1:]\n"
+            "from jsmf_dask.cli import console_main\n"
+            "console_main()\n")
+    root = str(tmp_path / "run")
+    ok = subprocess.run([sys.executable, "-c", code, "synth", root, "--docs", "50", "--vocab", "30", "--topics", "2"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok
+    assert ok.stdout.startswith("synthetic corpus: 50 documents, 30 words,") and ok.stdout.endswith("truth.zarr\n")
+    assert "exit handler ran" in ok.stderr
+    bad = subprocess.run([sys.executable, "-c", code, "fit", str(tmp_path / "none"), "--topics", "3"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and bad.stderr.startswith("jsmf: error:") and "exit handler ran" in bad.stderr
