@@ -214,7 +214,7 @@ COOCCUR_CASES = [
     Case("length-mismatch", lambda r: _replace_shard(r, _shard(counts=pa.array([[2, 3], [1, 4, 2]], pa.list_(pa.int32())))),
          CorpusSchemaError, r"row 0 \(doc_id '1'\): field 'counts' has 2 entries but 'word_ids' has 3"),
     Case("not-parquet", lambda r: (r / "corpus" / "part-00000.parquet").write_bytes(b"not parquet at all"),
-         CorpusSchemaError, r"cannot read the shards as Parquet"),
+         CorpusSchemaError, r"cannot read the shard as Parquet"),
     Case("no-vocabulary", lambda r: (r / "corpus" / "vocab.parquet").unlink(), StoreError,
          r"vocab\.parquet: vocabulary table does not exist; run `jsmf ingest` first"),
     Case("no-corpus", lambda r: __import__("shutil").rmtree(r / "corpus"), StoreError,

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sps
-from scipy.optimize import linear_sum_assignment
 from jsmf_dask.kernels.lowrank import row_sums
 
 __all__ = [
@@ -298,6 +297,8 @@ def match_topics(B: np.ndarray, B_true: np.ndarray) -> np.ndarray:
     """
     k = B_true.shape[1]
     cost = np.stack([np.abs(B_true[:, [t]] - B).sum(axis=0) for t in range(k)])
+    from scipy.optimize import linear_sum_assignment  # 80 ms of imports, for this one use
+
     rows, cols = linear_sum_assignment(cost)
     return cols[np.argsort(rows)]
 

@@ -16,15 +16,14 @@ import os
 import warnings
 from dataclasses import dataclass
 
-import pyarrow.dataset as ds
 
 from jsmf_dask import _progress
 from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import arrow_fs, check_committed, get_fs, join, join_under, make_dir, staged_output, write_file
+from jsmf_dask.io.fs import check_committed, get_fs, join, join_under, make_dir, staged_output, write_file
 from jsmf_dask.io.model_store import chosen_model, list_models, open_model
 from jsmf_dask.kernels.infer import model_prior
-from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_parquet_dir, read_vocabulary
 from jsmf_dask.pipeline.fit_model import topic_labels
 from jsmf_dask.stages.infer import doc_topic_tasks
 from jsmf_dask.cluster import Work, choose_engine
@@ -143,5 +142,4 @@ def read_doc_topics(root: str, model: str):
     if not fs.exists(path):
         raise StoreError(f"{url}: missing; run `jsmf infer {root} --model {model}` first")
     check_committed(url)
-    files = sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet"))
-    return ds.dataset(files, format="parquet", filesystem=arrow_fs(fs)).to_table()
+    return read_parquet_dir(url)

@@ -15,13 +15,12 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pyarrow.dataset as ds
 
 from jsmf_dask._validation import check_name
 from jsmf_dask.exceptions import JSMFError, StoreError
-from jsmf_dask.io.fs import arrow_fs, get_fs, join, join_under, write_file
+from jsmf_dask.io.fs import get_fs, join, join_under, write_file
 from jsmf_dask.io.model_store import open_model
-from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, display_words, read_parquet_dir, read_vocabulary
 from jsmf_dask.pipeline.infer import has_doc_topics, read_doc_topics
 from jsmf_dask.render.page import script_json
 
@@ -69,9 +68,7 @@ def check_ldavis(root: str, model: str) -> None:
 def _doc_topics(root: str, model):
     """The document–topic table (``doc_id``, ``n_tokens``, ``topics``) under ``model``."""
     if _weights_of(root, model) == "own":  # a refined model: its training documents' normalised γ
-        fs, path = get_fs(join(model.url, "doc_topics"))
-        files = sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet"))
-        return ds.dataset(files, format="parquet", filesystem=arrow_fs(fs)).to_table()
+        return read_parquet_dir(join(model.url, "doc_topics"))
     return read_doc_topics(root, model.name)
 
 

@@ -25,15 +25,12 @@ from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
 from jsmf_dask.io.model_store import model_path
 from jsmf_dask.pipeline.cooccur import cooccur
-from jsmf_dask.pipeline.evaluate import evaluate, metrics_path
 from jsmf_dask.pipeline.fit import fit
 from jsmf_dask.pipeline.fit_model import default_name
 from jsmf_dask.io.model_store import chosen_model
-from jsmf_dask.pipeline.infer import doc_topics_path, infer
 from jsmf_dask.pipeline.ingest import ingest
 from jsmf_dask.pipeline.ingest_inputs import uci_vocab_for
 from jsmf_dask.pipeline.refine import default_refined_name, refine
-from jsmf_dask.pipeline.report import report, report_dir
 from jsmf_dask.pipeline.run_config import RunConfig, load_run_config
 
 __all__ = ["StageOutcome", "run"]
@@ -160,15 +157,22 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
 
         fit_fps[name] = stage(f"refine-{name}", fingerprint("refine", kwargs, ingest_fp, cooc_fp, source_fp),
                               model_path(root, name), kwargs, refine_action)
+    # the later stages' modules are imported only by a config that has them (0.2 s of imports otherwise)
     if (params := cfg.stage("evaluate")) is not None:
+        from jsmf_dask.pipeline.evaluate import evaluate, metrics_path
+
         fp = fingerprint("evaluate", params, cooc_fp, fit_fps)
         stage("evaluate", fp, metrics_path(root), params,
               lambda: [f"metrics of {', '.join(evaluate(root, **params)['models'])}"])
     if (params := cfg.stage("report")) is not None:
+        from jsmf_dask.pipeline.report import report, report_dir
+
         fp = fingerprint("report", params, cooc_fp, fit_fps)
         stage("report", fp, join(report_dir(root), "report.html"), params,
               lambda: [f"report: {report(root, **params)}"])
     if (params := cfg.stage("infer")) is not None:
+        from jsmf_dask.pipeline.infer import doc_topics_path, infer
+
         fp = fingerprint("infer", params, ingest_fp, fit_fps)
         stage("infer", fp, doc_topics_path(root, chosen_model(root, params.get("model"))), params,
               lambda: infer(root, overwrite=True, **params).lines())
