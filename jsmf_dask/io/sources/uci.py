@@ -31,6 +31,10 @@ def read_uci_vocabulary(url: str) -> list[str]:
     return [w.strip() for w in words]
 
 
+class _NotAnInteger(Exception):
+    """A body field that the typed reading could not parse as an integer."""
+
+
 @dataclass(frozen=True)
 class UCIPartition:
     """A UCI ``docword`` file (header D, W, NNZ; then ``docID wordID count`` lines).
@@ -70,10 +74,25 @@ class UCIPartition:
                 raise InputError(
                     f"{self.url}: line 1: header D={n_docs} but the document-id file has {len(self.doc_names)} lines"
                 )
-            yield from self._body(f, n_docs, nnz, summary)
-        return summary
+            try:
+                yield from self._body(f, n_docs, nnz, summary, typed=True)
+            except _NotAnInteger as err:
+                reason = err
+            else:
+                return summary
+        # A field that is not an integer: read again as text to name its line (the error comes from there).
+        with open_input(self.url) as f:
+            for _ in range(3):
+                f.readline()
+            for _ in self._body(f, n_docs, nnz, ReadSummary(), typed=False):
+                pass
+        raise InputError(f"{self.url}: body: expected three space-separated integers 'docID wordID count' "
+                         f"({reason})")
 
-    def _body(self, f, n_docs: int, nnz: int, summary: ReadSummary) -> Iterator[pa.Table]:
+    def _body(self, f, n_docs: int, nnz: int, summary: ReadSummary, *, typed: bool) -> Iterator[pa.Table]:
+        """The documents of the body. ``typed``: the fields parsed as integers straight away (a field that is
+        not one raises :class:`_NotAnInteger`, without its line); else as text checked field by field, whose
+        errors name the line (2.5× slower: the reading again after a :class:`_NotAnInteger`)."""
         bad_row: list[int] = []
 
         def on_invalid(row) -> str:
@@ -84,7 +103,7 @@ class UCIPartition:
         reader_opts = dict(
             read_options=pacsv.ReadOptions(column_names=cols, use_threads=False, block_size=self.batch_bytes),
             parse_options=pacsv.ParseOptions(delimiter=" ", invalid_row_handler=on_invalid),
-            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in cols}),
+            convert_options=pacsv.ConvertOptions(column_types={c: pa.int64() if typed else pa.string() for c in cols}),
         )
         seen_rows = 0
         carry: tuple[np.ndarray, ...] | None = None
@@ -98,6 +117,9 @@ class UCIPartition:
                 arrays = []
                 for j, name in enumerate(cols):
                     col = batch.column(j)
+                    if typed:
+                        arrays.append(col.to_numpy())
+                        continue
                     ok = pc.match_substring_regex(col, r"^-?[0-9]+$").to_numpy(zero_copy_only=False)
                     if not ok.all():
                         r = int(np.flatnonzero(~ok)[0])
@@ -105,7 +127,14 @@ class UCIPartition:
                             f"{self.url}: line {4 + seen_rows + r}: field {name} is {col[r].as_py()!r}; "
                             "expected an integer"
                         )
-                    arrays.append(pc.cast(col, pa.int64()).to_numpy())
+                    try:
+                        arrays.append(pc.cast(col, pa.int64()).to_numpy())
+                    except pa.ArrowInvalid:  # an integer beyond 64 bits
+                        r = next(r for r, v in enumerate(col.to_pylist()) if abs(int(v)) >= 2**63)
+                        raise InputError(
+                            f"{self.url}: line {4 + seen_rows + r}: field {name} is {col[r].as_py()!r}; "
+                            "expected an integer"
+                        ) from None
                 doc, word, count = arrays
                 line = 4 + seen_rows + np.arange(doc.size)
                 seen_rows += doc.size
@@ -135,6 +164,8 @@ class UCIPartition:
                         pending = [whole.slice(self.block_size)]
                         pending_docs = pending[0].num_rows
         except pa.ArrowInvalid as err:
+            if typed and not bad_row and "conversion error" in str(err):
+                raise _NotAnInteger(str(err)) from err
             where = f"line {3 + bad_row[0]}" if bad_row else "body"
             raise InputError(
                 f"{self.url}: {where}: expected three space-separated integers 'docID wordID count' ({err})"
