@@ -23,7 +23,7 @@ from dask.diagnostics import ProgressBar
 
 from jsmf_dask import config
 
-__all__ = ["compute", "active_client", "report", "listen", "data_in_graph"]
+__all__ = ["compute", "persist", "active_client", "report", "listen", "data_in_graph"]
 
 _TOPIC = "jsmf-progress"
 _listeners: dict[str, Callable[[dict], None]] = {}  # channel -> callback, in this process
@@ -79,6 +79,15 @@ def compute(*collections: Any) -> tuple[Any, ...]:
         with _ProgressBar(minimum=1.0, out=sys.stderr):
             return dask.compute(*collections, scheduler=scheduler)
     return dask.compute(*collections, scheduler=scheduler)
+
+
+def persist(*collections: Any) -> tuple[Any, ...]:
+    """``dask.persist(*collections)`` on the scheduler :func:`compute` would use (no progress bar: what is
+    persisted is an input of the computations that follow, whose bars show)."""
+    client = active_client()
+    if client is not None:
+        return tuple(client.persist(list(collections)))
+    return dask.persist(*collections, scheduler=dask.config.get("scheduler", None) or "threads")
 
 
 class _ProgressBar(ProgressBar):

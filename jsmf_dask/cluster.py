@@ -27,7 +27,7 @@ import psutil
 
 from jsmf_dask.exceptions import ClusterError
 
-__all__ = ["LOCAL_SCHEDULERS", "Work", "choose_engine", "connect", "start_pending_cluster",
+__all__ = ["LOCAL_SCHEDULERS", "Work", "choose_engine", "connect", "start_pending_cluster", "total_memory",
            "pending_worker_memory", "THREADS_MAX_TOKENS", "THREADS_MAX_INPUT_BYTES"]
 
 #: Addresses that select one of dask's single-machine schedulers instead of a cluster.
@@ -270,6 +270,15 @@ WORKER_TIMEOUT = 300.0
 def registered_workers(client) -> dict:
     """The scheduler's workers now: ``{address: info}`` (info has ``memory_limit``, ``nthreads``)."""
     return client.scheduler_info(n_workers=-1)["workers"]
+
+
+def total_memory(client) -> int:
+    """Memory the graphs can hold: the workers' memory limits summed (a worker without one counts as this
+    machine's memory), or this process's available memory when ``client`` is None (dask's local schedulers)."""
+    if client is None:
+        return int(psutil.virtual_memory().available)
+    workers = registered_workers(client)
+    return int(sum(info.get("memory_limit") or psutil.virtual_memory().total for info in workers.values()))
 
 
 def await_workers(client, n: int, timeout: float, on_wait: Callable[[str], None] | None = None) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "Block",
     "read_parquet_dir",
     "row_group_size_for",
+    "corpus_nnz",
     "corpus_tokens",
     "corpus_dir",
     "vocab_path",
@@ -228,6 +229,11 @@ def write_shard(table: pa.Table, url: str, *, n_words: int, row_group_size: int)
     fs, path = get_fs(url)
     with fs.open(path, "wb") as f:
         pq.write_table(table, f, row_group_size=max(1, row_group_size))
+
+
+def corpus_nnz(corpus: str) -> int:
+    """The (document, word) pairs of the stored corpus: non-zeros of its count matrix (``df`` summed)."""
+    return int(pc.sum(read_vocabulary(corpus).column("df")).as_py() or 0)
 
 
 def corpus_tokens(corpus: str) -> int:

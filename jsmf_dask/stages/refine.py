@@ -1,7 +1,9 @@
 """Graph builders for ``refine``: one sweep (CVB0 or variational Bayes) as a map over row groups and a tree sum.
 
-A sweep is the same bag-over-row-groups shape as ``cooccur``: each task reads
-one Parquet row group, drops its held-out and validation documents, updates
+A sweep is the same bag-over-row-groups shape as ``cooccur``: each task takes
+one row group's :class:`PreparedBlock` (read from Parquet in the sweep, or kept
+in memory from the first when the corpus fits: :func:`prepare_tasks`), without
+its held-out and validation documents, updates
 its training documents from their state of the previous sweep (CVB0:
 :func:`jsmf_dask.kernels.collapsed.cvb0_step`, the state ``N_dk``; VB:
 :func:`jsmf_dask.kernels.variational.e_step`, the state ``γ``) and returns the
@@ -42,7 +44,7 @@ from jsmf_dask.kernels.heldout import DocumentSplit, completion_log_likelihood, 
 from jsmf_dask.kernels.variational import e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["METHODS", "SweepParams", "BlockSums", "sweep_tasks", "finish_tasks", "tree_sum", "gamma_dir"]
+__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "sweep_tasks", "finish_tasks", "tree_sum", "gamma_dir"]
 
 #: Refinement methods: zero-order collapsed variational Bayes, and variational Bayes.
 METHODS = parameter("refine", "method").choices
@@ -129,6 +131,46 @@ def _split(block: Block, params: SweepParams):
         table.filter(pa.array(train))
 
 
+@dataclass(frozen=True)
+class PreparedBlock:
+    """What a sweep reads of one row group, the same every sweep: its training documents' counts and id hashes,
+    and its scored validation documents split into observed and scored halves (:func:`prepare_tasks`)."""
+
+    X: object  # scipy.sparse CSR, training documents × words
+    hashes: np.ndarray
+    valid_observed: object | None
+    valid_scored: object | None
+    n_valid: int
+
+    @property
+    def nbytes(self) -> int:
+        return sum(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes
+                   for m in (self.X, self.valid_observed, self.valid_scored) if m is not None) + self.hashes.nbytes
+
+
+def _prepare(block: Block, params: SweepParams) -> PreparedBlock:
+    (X, hashes), (V, valid_hashes), _, _ = _split(block, params)
+    observed, scored = split_tokens(V, valid_hashes) if V.shape[0] else (None, None)
+    return PreparedBlock(X, hashes, observed, scored, V.shape[0])
+
+
+def _prepared_key_params(params: SweepParams) -> tuple:
+    """What a :class:`PreparedBlock` depends on besides its block (not the priors, which change by sweep)."""
+    return params.n_words, params.split, params.validation_sample
+
+
+def prepare_tasks(blocks: list[Block], params: SweepParams) -> list[dask.delayed]:
+    """A task per block reading what every sweep reads of it (:class:`PreparedBlock`).
+
+    Given to :func:`sweep_tasks` fresh each sweep, they are part of the sweep's
+    graph (the block read again); persisted once, every sweep reuses them and
+    reads no Parquet (a worker that dies recomputes its part from the graph).
+    """
+    token = tokenize(blocks, _prepared_key_params(params))
+    return [dask.delayed(_prepare, pure=True)(block, params, dask_key_name=f"refine-prepare-{token}-{i}")
+            for i, block in enumerate(blocks)]
+
+
 def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[float, int, int]:
     X, hashes = valid
     if X.shape[0] == 0:
@@ -138,10 +180,10 @@ def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[float, int,
     return ll, n_tokens, X.shape[0]
 
 
-def _sweep_block(block: Block, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
+def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
                  state_in: str | None, state_out: str) -> BlockSums:
     """``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored."""
-    (X, train_hashes), valid, _, _ = _split(block, params)
+    X, train_hashes = prepared.X, prepared.hashes
     update_from, topics = shared
     state = None if state_in is None else load_array(_gamma_url(state_in, index))
     if params.method == "cvb0":
@@ -154,9 +196,12 @@ def _sweep_block(block: Block, index: int, params: SweepParams, shared: tuple[np
         res = e_step(X, update_from, params.alpha, state, max_iter=params.max_inner, tol=params.inner_tol)
         new_state, counts, bound, iterations, prior_sums = res.gamma, res.counts, res.bound, res.iterations, None
     save_array(_gamma_url(state_out, index), new_state)
-    ll, n_valid_tokens, n_valid_docs = _validate(valid, topics, params.alpha)
+    ll = n_valid_tokens = 0
+    if prepared.n_valid:
+        ll, n_valid_tokens, _ = completion_log_likelihood(prepared.valid_observed, prepared.valid_scored, topics,
+                                                          params.alpha)
     return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, ll, n_valid_tokens,
-                     n_valid_docs)
+                     prepared.n_valid)
 
 
 def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, start: tuple[np.ndarray, np.ndarray],
@@ -209,20 +254,21 @@ def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -
     return parts[0]
 
 
-def sweep_tasks(blocks: list[Block], params: SweepParams, shared, gamma_in: str | None,
+def sweep_tasks(prepared: list, params: SweepParams, shared, gamma_in: str | None,
                 gamma_out: str, *, sweep: int) -> dask.delayed:
     """One sweep: a task per block (updates its documents, writes their state) and their tree sum, as one delayed.
 
-    ``shared`` (a delayed ``(update_from, topics)``: CVB0's ``W`` or VB's
-    ``exp(E[log β])``, and the topics the validation documents are scored
-    under). Keys carry a token of the inputs, so concurrent runs on one
+    ``prepared``: :func:`prepare_tasks`'s tasks (fresh, or persisted once for
+    every sweep). ``shared`` (a delayed ``(update_from, topics)``: CVB0's ``W``
+    or VB's ``exp(E[log β])``, and the topics the validation documents are
+    scored under). Keys carry a token of the inputs, so concurrent runs on one
     scheduler never share results.
     """
-    token = tokenize(blocks, params, shared, gamma_in, gamma_out, sweep)
+    token = tokenize(prepared, params, shared, gamma_in, gamma_out, sweep)
     parts = [
         dask.delayed(_sweep_block, pure=True)(block, i, params, shared, gamma_in, gamma_out,
                                               dask_key_name=f"refine-sweep{sweep}-{token}-{i}")
-        for i, block in enumerate(blocks)
+        for i, block in enumerate(prepared)
     ]
     return tree_sum(parts, prefix=f"refine-sum{sweep}-{token}")
 

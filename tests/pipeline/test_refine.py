@@ -396,3 +396,30 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
     assert r.attrs["returned_state"] == best + 1 <= r.n_iter
     assert curve[-1] == pytest.approx(curve[best], rel=1e-9)  # the returned state's own score
     assert curve[-1] <= curve[0] and r.attrs["warnings"] == []
+
+
+@pytest.mark.parametrize("method", ["cvb0", "vb"])
+def test_blocks_kept_between_sweeps_or_read_each_sweep_give_the_same_model(lda_root, monkeypatch, method):
+    """A corpus whose prepared blocks fit in memory is read once for all sweeps (and once more by the final
+    pass); one that does not is read every sweep, out of core. Same model either way."""
+    import jsmf_dask.pipeline.refine as refine_module
+    import jsmf_dask.stages.refine as stages
+
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks
+
+    n_blocks = len(list_blocks(corpus_dir(str(lda_root))))
+    reads = []
+    real = stages.read_block
+    monkeypatch.setattr(stages, "read_block", lambda block, n: reads.append(block) or real(block, n))
+    with dask.config.set(scheduler="threads"):
+        kept = refine(lda_root, model="ap", method=method, sweeps=4, tol=None, validation=0, name=f"kept-{method}")
+        n_kept = len(reads)
+        monkeypatch.setattr(refine_module, "PREPARED_MEMORY_SHARE", 0.0)  # nothing fits: read every sweep
+        again = refine(lda_root, model="ap", method=method, sweeps=4, tol=None, validation=0,
+                       name=f"reread-{method}")
+    assert n_blocks > 1 and kept.n_iter == again.n_iter == 4
+    assert n_kept == 2 * n_blocks  # prepared once, then the final pass
+    assert len(reads) - n_kept == (4 + 1) * n_blocks
+    for key in ("B", "A", "alpha"):
+        np.testing.assert_allclose(open_model(str(lda_root), f"kept-{method}").arrays[key],
+                                   open_model(str(lda_root), f"reread-{method}").arrays[key], rtol=0, atol=1e-12)
