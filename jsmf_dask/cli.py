@@ -370,6 +370,13 @@ def _lost_scheduler(err: BaseException, args: argparse.Namespace) -> str | None:
             "the same command to resume")
 
 
+def _task_name(err: BaseException) -> str:
+    """The stage's name for the task of a ``KilledWorker`` (its key without the token)."""
+    key = getattr(err, "task", "")
+    key = key[0] if isinstance(key, tuple) else key
+    return re.sub(r"-[0-9a-f]{32}.*$", "", str(key)) or "unnamed"
+
+
 def _quiet_libraries(level: int, *, verbose: bool, quiet: bool) -> None:
     """Set the log levels of distributed and the libraries under it.
 
@@ -455,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BaseException as err:  # distributed's cancellations are BaseExceptions (asyncio.CancelledError)
         message = _lost_scheduler(err, args)
+        if message is None:
+            from jsmf_dask.cluster import killed_worker_message
+
+            message = killed_worker_message(err, f"a task of `jsmf {args.command}` ({_task_name(err)})")
         if message is None and isinstance(err, OSError):
             message = _no_space(err, args) or str(err)
         if message is None:

@@ -27,7 +27,7 @@ import psutil
 
 from jsmf_dask.exceptions import ClusterError
 
-__all__ = ["LOCAL_SCHEDULERS", "Work", "choose_engine", "connect", "start_pending_cluster", "total_memory",
+__all__ = ["LOCAL_SCHEDULERS", "Work", "choose_engine", "connect", "start_pending_cluster", "total_memory", "killed_worker_message",
            "pending_worker_memory", "THREADS_MAX_TOKENS", "THREADS_MAX_INPUT_BYTES"]
 
 #: Addresses that select one of dask's single-machine schedulers instead of a cluster.
@@ -279,6 +279,29 @@ def total_memory(client) -> int:
         return int(psutil.virtual_memory().available)
     workers = registered_workers(client)
     return int(sum(info.get("memory_limit") or psutil.virtual_memory().total for info in workers.values()))
+
+
+def killed_worker_message(err: BaseException, what: str, *, need: int | None = None,
+                          advice: str = "give a worker more memory (--memory-limit, or fewer --workers on one "
+                                        "machine)") -> str | None:
+    """The one-line account of a task whose workers all died running it (distributed's ``KilledWorker``), else
+    None: what the task was and needs, the worker it last killed and its memory limit, and what to change.
+
+    A worker that dies under one task, time after time, has most often run out of memory (its nanny ends it at
+    95% of its limit): a pool that shrank mid-run, or a task larger than its plan.
+    """
+    if type(err).__name__ != "KilledWorker":
+        return None
+    attempts = getattr(err, "allowed_failures", 0) + 1
+    last = getattr(err, "last_worker", None)
+    address = getattr(last, "address", "a worker")
+    limit = getattr(last, "memory_limit", None)
+    needs = f" (it needs about {need / 2**30:.2f} GiB)" if need else ""
+    limit_text = f", memory limit {limit / 2**30:.2f} GiB" if limit else ""
+    times = "once" if attempts == 1 else f"{attempts} times, on as many workers"
+    return (f"{what}{needs} ended the worker running it {times} (the last {address}{limit_text}): a worker "
+            f"dying under one task is most often its memory running out; {advice}, then rerun: committed stages "
+            "are kept and this one wrote nothing")
 
 
 def await_workers(client, n: int, timeout: float, on_wait: Callable[[str], None] | None = None) -> None:

@@ -31,8 +31,8 @@ import zarr
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_name
 from jsmf_dask.parameters import parameter
-from jsmf_dask.cluster import Work, choose_engine, pending_worker_memory
-from jsmf_dask.exceptions import InvalidParameterError, StoreError
+from jsmf_dask.cluster import Work, choose_engine, killed_worker_message, pending_worker_memory
+from jsmf_dask.exceptions import ClusterError, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_arrays
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, read_vocabulary, vocabulary_hash
@@ -304,7 +304,9 @@ def _rectify(plan: _Plan, client, on_cycle) -> RectifiedAnchors:
     worker = fat_worker(client, in_task_memory(store.n_words))
     placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
     return _one_task(lambda channel: rectify_in_task(store.url, params, plan.candidates, progress=channel),
-                     placement, on_cycle, "ap")
+                     placement, on_cycle, "ap", what="the in-task rectification", need=in_task_memory(store.n_words),
+                     advice="give a worker more memory (--memory-limit, or fewer --workers on one machine), or use "
+                            "--rectifier enn (memory O(N·K))")
 
 
 def _rectify_low_rank(plan: _Plan, client, on_cycle) -> tuple[_Plan, RectifiedAnchors]:
@@ -326,21 +328,34 @@ def _rectify_low_rank(plan: _Plan, client, on_cycle) -> tuple[_Plan, RectifiedAn
     plan = dataclasses.replace(plan, params=params, path_reason=f"{plan.path_reason} ({memory})")
     placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
     anchored = _one_task(lambda channel: enn_in_task(store.url, params, plan.candidates, start=start,
-                                                     progress=channel), placement, on_cycle, "enn")
+                                                     progress=channel), placement, on_cycle, "enn",
+                         what="the low-rank rectification (ENN + LAW)", need=budget)
     return plan, anchored
 
 
-def _one_task(build, placement: dict, on_cycle, rectifier: str):
-    """Compute the one task ``build(channel)`` makes, its cycles reported to ``on_cycle`` (not dask's 0%/100%)."""
+def _one_task(build, placement: dict, on_cycle, rectifier: str, *, what: str, need: int,
+              advice: str | None = None):
+    """Compute the one task ``build(channel)`` makes, its cycles reported to ``on_cycle`` (not dask's 0%/100%).
+
+    Workers that die running it (most often out of memory: a pool that shrank, a larger task than planned)
+    are a :class:`ClusterError` naming ``what``, its ``need`` in bytes, the last worker and its limit.
+    """
     channel = f"fit-{uuid.uuid4().hex}" if on_cycle is not None else None
     with dask.annotate(**placement):
         task = build(channel)
-    if channel is None:
-        (result,) = _progress.compute(task)
+    try:
+        if channel is None:
+            (result,) = _progress.compute(task)
+            return result
+        with _progress.listen(channel, cycle_records(on_cycle, rectifier)), \
+                dask.config.set({"jsmf.progress": False}):
+            (result,) = _progress.compute(task)
         return result
-    with _progress.listen(channel, cycle_records(on_cycle, rectifier)), dask.config.set({"jsmf.progress": False}):
-        (result,) = _progress.compute(task)
-    return result
+    except Exception as err:
+        message = killed_worker_message(err, what, need=need, **({"advice": advice} if advice else {}))
+        if message is None:
+            raise
+        raise ClusterError(message) from None
 
 
 def _recover(plan: _Plan, anchored: RectifiedAnchors, client) -> tuple[Recovered, int]:

@@ -495,3 +495,35 @@ def test_workers_in_their_own_mount_namespace(tmp_path, capsys):
     assert main(["run", str(configs["embedded"]), "--workers", "1", "--quiet"]) == 0  # the embedded LocalCluster
     np.testing.assert_array_equal(open_model(str(shared / "run-shared"), "k5-ap").arrays["B"],
                                   open_model(str(shared / "run-embedded"), "k5-ap").arrays["B"])
+
+
+@pytest.mark.slow
+def test_a_fat_task_that_ends_its_worker_is_one_line_with_figures(tmp_path, capsys, monkeypatch):
+    """The in-task rectification whose worker dies under it (most often: memory) is one `jsmf: error:` line
+    naming the task, what it needs, the worker it killed and that worker's limit, and what to change; nothing of
+    the model is written. (The task here ends its worker itself; distributed retries it on no other worker.)"""
+    import os
+
+    import dask
+
+    import jsmf_dask.pipeline.fit as fit_module
+    from jsmf_dask import cooccur, synth
+    from jsmf_dask.cli import main
+
+    root = tmp_path / "r"
+    synth(root, n_docs=300, n_words=60, n_topics=3, doc_length=30, seed=1)
+    cooccur(root)
+    monkeypatch.setattr(fit_module, "rectify_in_task",
+                        lambda *a, **k: dask.delayed(os._exit, pure=False)(3))  # ends the worker running it
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        status = main(["fit", str(root), "--topics", "3", "--scheduler", "local", "--workers", "1",
+                       "--memory-limit", "1GiB", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 1, err
+    lines = [line for line in err.strip().splitlines() if line.startswith("jsmf:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("jsmf: error: the in-task rectification (it needs about ")
+    assert "ended the worker running it once (the last tcp://127.0.0.1:" in lines[0]
+    assert "memory limit 1.00 GiB" in lines[0] and "--rectifier enn" in lines[0]
+    assert not (root / "model.zarr" / "k3-ap").exists()
