@@ -340,43 +340,6 @@ def _worker_paths(args: argparse.Namespace) -> list[str]:
     return [root, *inputs]
 
 
-def _no_space(err: OSError, args: argparse.Namespace) -> str | None:
-    """The one-line message for a full disk (ENOSPC), naming where, the stage and the space left, else None."""
-    import errno
-
-    if err.errno != errno.ENOSPC:
-        return None
-    from jsmf_dask.io.fs import free_bytes
-
-    where = err.filename or getattr(args, "root", None) or "the output"
-    free = free_bytes(where) if isinstance(where, str) else None
-    left = "" if free is None else f" ({free / 2**20:.1f} MiB free there now)"
-    return (f"no space left on the device writing {where}{left} during `jsmf {args.command}`: this stage wrote "
-            "nothing (its temporaries were removed); free some space and rerun")
-
-
-def _lost_scheduler(err: BaseException, args: argparse.Namespace) -> str | None:
-    """The one-line message for a scheduler lost mid-command (its connection closed, our futures cancelled with
-    it), else None."""
-    name = type(err).__name__
-    comm = name in ("CommClosedError", "StreamClosedError")
-    cancelled = name in ("FutureCancelledError", "FuturesCancelledError", "CancelledError")
-    if not (comm or cancelled):
-        return None
-    why = "its connection closed" if comm or "connection-lost" in str(err) else "our tasks were cancelled"
-    where = getattr(args, "scheduler", None) or "the cluster"
-    return (f"lost the Dask scheduler ({where}) during `jsmf {args.command}`: {why}. Stages and outputs already "
-            "committed are kept and this one wrote nothing; once the scheduler and its workers are back, rerun "
-            "the same command to resume")
-
-
-def _task_name(err: BaseException) -> str:
-    """The stage's name for the task of a ``KilledWorker`` (its key without the token)."""
-    key = getattr(err, "task", "")
-    key = key[0] if isinstance(key, tuple) else key
-    return re.sub(r"-[0-9a-f]{32}.*$", "", str(key)) or "unnamed"
-
-
 def _quiet_libraries(level: int, *, verbose: bool, quiet: bool) -> None:
     """Set the log levels of distributed and the libraries under it.
 
@@ -461,13 +424,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("jsmf: interrupted", file=sys.stderr)
         return 130
     except BaseException as err:  # distributed's cancellations are BaseExceptions (asyncio.CancelledError)
-        message = _lost_scheduler(err, args)
-        if message is None:
-            from jsmf_dask.cluster import killed_worker_message
+        from jsmf_dask.cli_errors import one_line
 
-            message = killed_worker_message(err, f"a task of `jsmf {args.command}` ({_task_name(err)})")
-        if message is None and isinstance(err, OSError):
-            message = _no_space(err, args) or str(err)
+        message = one_line(err, args)
         if message is None:
             raise
         print(f"jsmf: error: {message}", file=sys.stderr)

@@ -10,7 +10,7 @@ checked the day it is added. The layers, lowest first (see
   ``_worker_plugins``, ``_progress``), each on the base only;
 * ``stages`` (Dask graph builders) on kernels, io and ``_progress``;
 * ``pipeline`` (the runners) on everything below;
-* the estimator (``estimator``), then the command line (``cli``,
+* the estimator (``estimator``), then the command line (``cli``, ``cli_errors``,
   ``cli_parser``) and the package's ``__init__``.
 """
 
@@ -57,7 +57,7 @@ def _group(module: str) -> str:
         return "execution"
     if head == "estimator":
         return "estimator"
-    if head in ("cli", "cli_parser"):
+    if head in ("cli", "cli_parser", "cli_errors"):
         return "cli"
     return head
 
