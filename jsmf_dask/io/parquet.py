@@ -6,7 +6,7 @@ Layout (``data_schemas/``)::
     <root>/corpus/vocab.parquet            vocabulary (VOCAB_SCHEMA)
 
 Reading goes through :class:`pyarrow.parquet.ParquetFile`, one row group at a time (not
-:mod:`pyarrow.dataset`, whose import pulls in pandas: 0.17 s of every command's start);
+:mod:`pyarrow.dataset`, whose import pulls in pandas at once);
 every read and write is validated with :mod:`jsmf_dask.io.schema`.
 """
 
