@@ -234,8 +234,11 @@ def _run_topics(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
     from jsmf_dask.pipeline.run import run
 
-    outcomes = run(args.run_config, force=args.force,
-                   log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True))
+    with warnings.catch_warnings():
+        if args.vocab_size is None:  # the default is a cap: a smaller corpus keeps every word, and nobody asked
+            warnings.filterwarnings("ignore", r"vocab_size=\d+ exceeds the \d+ eligible words", UserWarning)
+        outcomes = run(args.run_config, force=args.force,
+                       log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True))
     refined = f"k{args.n_topics}-ap-cvb0"
     lines = [line for o in outcomes if o.stage.startswith("refine-") for line in o.lines]
     if not lines:  # up to date: the topics as written
@@ -390,11 +393,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.workers = args.workers or args.run_config.workers
             args.memory_limit = args.memory_limit or args.run_config.memory_limit
         if args.command == "topics":
+            from jsmf_dask.parameters import TOPICS_VOCAB_SIZE
             from jsmf_dask.pipeline.run_config import topics_config
 
             args.run_config = topics_config(
                 args.inputs, args.root, args.n_topics, heldout=args.heldout, iterations=args.iterations,
-                ingest={"vocab_size": args.vocab_size, "format": args.format, "encoding": args.encoding})
+                ingest={"vocab_size": args.vocab_size or TOPICS_VOCAB_SIZE, "format": args.format,
+                        "encoding": args.encoding})
         if args.command in _LOCAL_ONLY:
             lines = _COMMANDS[args.command](args)
         else:

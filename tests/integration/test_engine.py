@@ -145,3 +145,21 @@ def test_a_run_on_threads_never_imports_distributed(tmp_path):
 
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"status": 0, "loaded": False, "client": 50}, out.stderr
+
+
+def test_topics_says_nothing_of_a_vocabulary_size_nobody_asked_for(tmp_path, capsys):
+    """`jsmf topics` keeps at most 5,000 words by default: a corpus with fewer keeps them all without a warning
+    (Reuters has 4,111 eligible words); an explicit --vocab-size above that still gets one."""
+    import warnings
+
+    from jsmf_dask.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=Warning)  # the fit's and refine's own, on 395 documents
+        warnings.filterwarnings("always", r"vocab_size=\d+ exceeds", UserWarning)
+        assert main(["topics", str(REUTERS_DOCWORD), "--topics", "3", "--out", str(tmp_path / "a"),
+                     "--iterations", "5", "--quiet"]) == 0
+        assert "exceeds" not in capsys.readouterr().err
+        assert main(["topics", str(REUTERS_DOCWORD), "--topics", "3", "--out", str(tmp_path / "b"),
+                     "--iterations", "5", "--vocab-size", "5000", "--quiet"]) == 0
+        assert "--vocab-size 5000 exceeds the" in capsys.readouterr().err
