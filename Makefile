@@ -17,6 +17,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m jsmf_dask.pipeline.warm_up
 	touch $(STAMP)
 
 install: $(STAMP)
