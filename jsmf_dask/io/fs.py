@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import os
 import posixpath
+import re
 import shutil
 import socket
 import uuid
@@ -364,6 +365,8 @@ def check_committed(url: str) -> None:
 
 #: This host in temporaries' names: ``.name.tmp-<token>.<pid>.<host hash>`` (:func:`_stale`).
 _HOST = hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()
+#: What separates an output's name from a temporary's token (the name may hold dashes: ``.k20-ap.tmp-<token>``).
+_TEMPORARY = re.compile(r"\.(?:tmp|old)-")
 #: Tokens of the temporaries this process is writing now (several threads may each write one output).
 _IN_PROGRESS: set[str] = set()
 
@@ -386,7 +389,7 @@ def _stale(fs, path: str) -> bool:
     pid, host = int(parts[1]), parts[2]
     if host == _HOST:
         if pid == os.getpid():  # this process's: stale unless one of its threads is writing it now
-            return posixpath.basename(path).split("-", 1)[-1] not in _IN_PROGRESS
+            return _TEMPORARY.split(posixpath.basename(path), maxsplit=1)[-1] not in _IN_PROGRESS
         return not psutil.pid_exists(pid)
     try:
         age = _dt.datetime.now(_dt.UTC) - fs.modified(path).astimezone(_dt.UTC)

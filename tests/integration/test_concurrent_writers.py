@@ -123,6 +123,19 @@ def test_recovery_removes_only_what_writers_that_are_gone_left(tmp_path):
             (tmp_path / name).mkdir()
         recover_interrupted(str(tmp_path / "out"))
         assert sorted(os.listdir(tmp_path)) == [f".out.tmp-aaa.{live.pid}.{host}", f".out.tmp-ccc.{live.pid}.ffffffff"]
+        # a temporary another thread of this process is writing stays, whatever dashes the output's name holds
+        from jsmf_dask.io.fs import _IN_PROGRESS, _writer_token
+
+        token = _writer_token()
+        (tmp_path / f".k20-ap.tmp-{token}").mkdir()
+        _IN_PROGRESS.add(token)
+        try:
+            recover_interrupted(str(tmp_path / "k20-ap"))
+            assert (tmp_path / f".k20-ap.tmp-{token}").exists()
+        finally:
+            _IN_PROGRESS.discard(token)
+        recover_interrupted(str(tmp_path / "k20-ap"))  # no thread writes it any more: this process's leftover
+        assert not (tmp_path / f".k20-ap.tmp-{token}").exists()
     finally:
         live.kill()
         live.wait()
