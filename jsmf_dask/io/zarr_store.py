@@ -8,13 +8,16 @@ a written zero tile exists on disk like any other.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import zarr
-from zarr.codecs import ZstdCodec
+from zarr.codecs import BloscCodec, ZstdCodec
 from zarr.errors import GroupNotFoundError, NodeTypeValidationError
 
 from jsmf_dask.exceptions import StoreError
@@ -35,11 +38,18 @@ __all__ = [
     "read_tile",
     "read_entries",
     "read_checked_C",
+    "sharing_C",
     "check_entries",
     "stored_eigenpairs",
 ]
 
 _ARRAY_CONFIG = {"write_empty_chunks": True}
+#: ``C``'s codec: a dense float64 matrix gains little from any compressor (1.06× by zstd level 1, 1.14× by LZ4
+#: after byte shuffling, on lda-3k's C), so the fastest that gains anything: LZ4 with shuffle writes a tile 2×
+#: and reads it 2.5× faster than zstd level 1 (``pipelines/benchmarks/small.py``, issue 24).
+C_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
+#: ``D2``'s: small counts; bit shuffling then LZ4 compresses them 5.5× (zstd level 1: 4.1×), 4× faster.
+D2_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle")
 _REQUIRED_ATTRS = (
     "schema_version", "n_words", "tile_size", "n_docs", "n_docs_skipped", "n_tokens",
     "entry_sum", "vocab_hash", "corpus_manifest",
@@ -64,7 +74,7 @@ def create_cooccurrence(url: str, n_words: int, tile_size: int, *, codoc: bool =
     tile = (tile_size, tile_size)
     group.create_array(
         "C", shape=(n_words, n_words), chunks=tile, dtype="float64",
-        compressors=ZstdCodec(level=1), fill_value=0.0, config=_ARRAY_CONFIG,
+        compressors=C_CODEC, fill_value=0.0, config=_ARRAY_CONFIG,
     )
     group.create_array(
         "D1", shape=(n_words,), chunks=(tile_size,), dtype="int64",
@@ -73,7 +83,7 @@ def create_cooccurrence(url: str, n_words: int, tile_size: int, *, codoc: bool =
     if codoc:
         group.create_array(
             "D2", shape=(n_words, n_words), chunks=tile, dtype="int32",
-            compressors=ZstdCodec(level=1), fill_value=0, config=_ARRAY_CONFIG,
+            compressors=D2_CODEC, fill_value=0, config=_ARRAY_CONFIG,
         )
 
 
@@ -246,9 +256,43 @@ def check_entries(cooc_url: str, finite_rows: np.ndarray, row_min: np.ndarray) -
         raise StoreError(f"{cooc_url}: C has negative entries (row {row}: {row_min[row]:.3g}); expected C >= 0")
 
 
+#: url → [C or None, lock]: the C that :func:`read_checked_C` shares inside :func:`sharing_C`.
+_SHARED_C: dict[str, list] = {}
+
+
+@contextlib.contextmanager
+def sharing_C(cooc_url: str) -> Iterator[None]:
+    """Inside this block, :func:`read_checked_C` of ``cooc_url`` in this process reads and checks C once and
+    hands every caller that one array, read-only.
+
+    For a driver that fits many models of one C on threads (``choose-k``):
+    otherwise each fit reads the 8N² bytes again (0.2–0.6 s at N = 5,000) and
+    fits running side by side hold a copy each. Tasks in other processes read
+    as usual. The array is dropped at the end of the block.
+    """
+    entry = _SHARED_C.setdefault(cooc_url, [None, threading.Lock()])
+    try:
+        yield
+    finally:
+        if _SHARED_C.get(cooc_url) is entry:
+            del _SHARED_C[cooc_url]
+
+
 def read_checked_C(cooc_url: str) -> np.ndarray:
     """The store's dense C, checked as :func:`check_entries` does (two passes over C in memory; the rows are
-    looked at only when something is wrong)."""
+    looked at only when something is wrong). Inside :func:`sharing_C`, the one shared read-only array."""
+    shared = _SHARED_C.get(cooc_url)
+    if shared is None:
+        return _read_checked_C(cooc_url)
+    with shared[1]:
+        if shared[0] is None:
+            C = _read_checked_C(cooc_url)
+            C.flags.writeable = False
+            shared[0] = C
+        return shared[0]
+
+
+def _read_checked_C(cooc_url: str) -> np.ndarray:
     C = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"][...]
     lo, hi = float(C.min(initial=0.0)), float(C.max(initial=0.0))  # NaN propagates to both
     if not (np.isfinite(lo) and np.isfinite(hi) and lo >= 0):

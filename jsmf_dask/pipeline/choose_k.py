@@ -15,6 +15,8 @@ paper's and NPMI), dissimilarity, and the top eigenvalues of C.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import csv
 import io
 import json
@@ -22,28 +24,31 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import dask
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from jsmf_dask import _progress
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import join, write_file
 from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks
-from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence
+from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, sharing_C
 from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.kernels.metrics import coherence, dissimilarity, npmi_coherence, top_words
 from jsmf_dask.kernels.model_selection import RULE, perplexity_curve, recommend_k
-from jsmf_dask.parameters import CHOOSE_K_ITERATIONS, CHOOSE_K_SWEEPS
+from jsmf_dask.parameters import CHOOSE_K_EIG_TOL, CHOOSE_K_ITERATIONS, CHOOSE_K_SWEEPS
 from jsmf_dask.pipeline.evaluate import TOP_WORDS, document_prior, top_word_codocs
 from jsmf_dask.pipeline.fit import fit
 from jsmf_dask.pipeline.fit_plan import IN_TASK_SHARE, in_task_memory, largest_memory
 from jsmf_dask.pipeline.refine import refine
 from jsmf_dask.pipeline.report import report_dir
 from jsmf_dask.stages.evaluate import document_scores_tasks
+from jsmf_dask.stages.rectify import MULTITHREADED_MIN_WORDS
 from jsmf_dask.stages.spectrum import eigenpairs_task
 from jsmf_dask.cluster import Work, choose_engine
 
@@ -140,8 +145,7 @@ def _fit_k(root: str, k: int, *, rectifier: str, iterations: int, sweeps: int, s
     fit_done = _fitted(root, spectral, fit_params)
     if fit_done and _fitted(root, refined, refine_params):
         return KRecord(k, spectral, refined, 0.0, 0.0, int(open_model(root, refined).attrs.get("n_iter", 0)), True)
-    with warnings.catch_warnings(record=True) as caught:  # each K's warnings go in its line (KRecord.line)
-        warnings.simplefilter("always")
+    with _warnings_of_this_k() as caught:  # each K's warnings go in its line (KRecord.line)
         t0 = time.perf_counter()
         if not fit_done:
             fit(root, n_topics=k, rectifier=rectifier, iterations=iterations, seed=seed, name=spectral,
@@ -149,7 +153,93 @@ def _fit_k(root: str, k: int, *, rectifier: str, iterations: int, sweeps: int, s
         t1 = time.perf_counter()
         result = refine(root, model=spectral, method="cvb0", sweeps=sweeps, name=refined, overwrite=True)
     return KRecord(k, spectral, refined, t1 - t0, time.perf_counter() - t1, int(result.attrs["n_iter"]), False,
-                   [str(w.message) for w in caught])
+                   caught)
+
+
+#: The warnings of the K being fitted in this context (a thread of :func:`_fit_all`, and the dask threads it
+#: submits to, which inherit the context), or None outside :func:`_warnings_of_this_k`.
+_CAUGHT: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("jsmf_choose_k_warnings", default=None)
+
+
+@contextlib.contextmanager
+def _warnings_by_k() -> Iterator[None]:
+    """Route every warning to the list of the K whose context raised it (:func:`_warnings_of_this_k`).
+
+    ``warnings.catch_warnings`` is process-wide, so K fitted in parallel
+    threads cannot each hold one: one capture for the whole loop, sorted by
+    a context variable. A warning from outside any K is shown as usual.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            caught = _CAUGHT.get()
+            if caught is None:
+                shown(message, category, filename, lineno, file, line)
+            else:
+                caught.append(str(message))
+
+        warnings.showwarning = show
+        yield
+
+
+@contextlib.contextmanager
+def _warnings_of_this_k() -> Iterator[list[str]]:
+    caught: list[str] = []
+    token = _CAUGHT.set(caught)
+    try:
+        yield caught
+    finally:
+        _CAUGHT.reset(token)
+
+
+def parallel_fits(n_words: int, n_candidates: int) -> int:
+    """How many K to fit at once: one per core when dask runs in this process on threads and each fit's
+    rectification runs BLAS on one thread (N below :data:`~jsmf_dask.stages.rectify.MULTITHREADED_MIN_WORDS`),
+    as many as the in-task fits' memory allows; else one (a cluster's fits each take one worker's memory, and
+    above that N each fit's BLAS uses every core).
+
+    AP's cycles are dense products on one core at that size, so fitting K after K leaves the other cores idle
+    for most of a sweep (NIPS papers, 10 K in 5…100: 38.5 s on one K at a time, see the benchmark README).
+    """
+    if _progress.active_client() is not None or n_words >= MULTITHREADED_MIN_WORDS:
+        return 1
+    _, available, _ = largest_memory(None)
+    by_memory = int(IN_TASK_SHARE * available // in_task_memory(n_words))
+    return max(1, min(os.cpu_count() or 1, by_memory, n_candidates))
+
+
+def _fit_all(topics: list[int], width: int, fit_one: Callable[[int], KRecord],
+             on_k: Callable[[KRecord], None] | None) -> list[KRecord]:
+    """``fit_one(k)`` for every K, ``width`` at a time (the largest K first: the longest start first), reported
+    to ``on_k`` as each ends; the records in the order of ``topics``. The first error cancels the K not
+    started and is raised once the running ones end."""
+    records: dict[int, KRecord] = {}
+
+    def done(rec: KRecord) -> None:
+        records[rec.n_topics] = rec
+        if on_k is not None:
+            on_k(rec)
+
+    with _warnings_by_k(), dask.config.set({"jsmf.progress": False}):  # one line per K instead of bars
+        if width == 1:
+            for k in topics:
+                done(fit_one(k))
+        else:
+            # every fit's BLAS on one thread (as each sets it): nested limits restore this, not each other's
+            with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(width) as pool:
+                pending = {pool.submit(contextvars.copy_context().run, fit_one, k) for k in sorted(topics)[::-1]}
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                    for future in finished:
+                        if future.exception() is not None:
+                            for other in pending:
+                                other.cancel()
+                            wait(pending)
+                            raise future.exception()
+                        done(future.result())
+    return [records[k] for k in topics]
 
 
 def _eigenpairs(root: str, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -158,15 +248,15 @@ def _eigenpairs(root: str, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     if store.compressed:
         values, vectors = store.eigenpairs(min(k, store.rank))
         return np.asarray(values), np.asarray(vectors)
-    source = StoredRows(store.url)
     _, limit, _ = largest_memory(_progress.active_client())
     if in_task_memory(store.n_words) <= IN_TASK_SHARE * limit:
-        (pairs,) = _progress.compute(eigenpairs_task(source, k, seed=seed))
+        (pairs,) = _progress.compute(eigenpairs_task(store.url, k, seed=seed, tol=CHOOSE_K_EIG_TOL))
         return pairs
     from jsmf_dask.kernels.eigen import top_eigenpairs
 
-    C = source.to_dask().persist()  # in the workers' memory, spread over them, for the products
-    pairs = top_eigenpairs(lambda X: (C @ X).compute(), store.n_words, k, rng=np.random.default_rng(seed))
+    C = StoredRows(store.url).to_dask().persist()  # in the workers' memory, spread over them, for the products
+    pairs = top_eigenpairs(lambda X: (C @ X).compute(), store.n_words, k, tol=CHOOSE_K_EIG_TOL,
+                           rng=np.random.default_rng(seed))
     return pairs.values, pairs.vectors
 
 
@@ -218,16 +308,14 @@ def choose_k(
     corpus = corpus_dir(root)
     choose_engine(Work(tokens=corpus_tokens(corpus)))
     rectifier = "enn" if store.compressed else "ap"  # a compressed store holds no dense C for AP
-    # C's top eigenpairs, once: the scree plot, and the first projection of AP at every K (the top K of them)
-    eigenvalues, eigenvectors = _eigenpairs(root, min(max(topics) + 1, store.n_words - 1), seed)
-    records = []
-    for k in topics:
-        with dask.config.set({"jsmf.progress": False}):  # one line per K (on_k) instead of a bar per graph
-            rec = _fit_k(root, k, rectifier=rectifier, iterations=iterations, sweeps=sweeps, seed=seed,
-                         start=None if rectifier == "enn" else eigenvectors[:, :k])
-        records.append(rec)
-        if on_k is not None:
-            on_k(rec)
+    with sharing_C(store.url):  # on threads: C read once for the eigensolve and every fit
+        # C's top eigenpairs, once: the scree plot, and the first projection of AP at every K (the top K of them)
+        eigenvalues, eigenvectors = _eigenpairs(root, min(max(topics) + 1, store.n_words - 1), seed)
+        records = _fit_all(
+            topics, parallel_fits(store.n_words, len(topics)),
+            lambda k: _fit_k(root, k, rectifier=rectifier, iterations=iterations, sweeps=sweeps, seed=seed,
+                             start=None if rectifier == "enn" else eigenvectors[:, :k]),
+            on_k)
     models = {}
     for rec in records:
         m = open_model(root, rec.refined)

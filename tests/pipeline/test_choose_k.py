@@ -34,7 +34,8 @@ def test_choose_k_recovers_the_true_number_of_topics(tmp_path, k):
     result = choose_k(root, topics=candidates, on_k=seen.append)
     assert result.recommended == k, result.lines()
     assert result.best_perplexity_k == k
-    assert [r.n_topics for r in seen] == candidates and not any(r.resumed for r in seen)
+    # reported as each K ends (two at a time here: threads, two cores), each once
+    assert sorted(r.n_topics for r in seen) == candidates and not any(r.resumed for r in seen)
     # every K scored on the same validation documents, and only on them
     n_valid = 0
     for block in list_blocks(corpus_dir(str(root))):
@@ -56,6 +57,65 @@ def test_choose_k_recovers_the_true_number_of_topics(tmp_path, k):
         assert second.rows[0]["perplexity"] == result.rows[0]["perplexity"]
         assert second.recommended == k
         assert {name for c in candidates for name in model_names(c)} <= set(list_models(str(root)))
+
+
+def test_choose_k_fits_side_by_side_as_it_would_one_at_a_time(tmp_path, monkeypatch):
+    import shutil
+
+    import jsmf_dask.pipeline.choose_k as module
+    from jsmf_dask.io.model_store import open_model
+
+    root = tmp_path / "r"
+    synth(root, n_docs=800, n_words=300, n_topics=4, doc_length=60, seed=5, topics_from="dirichlet")
+    cooccur(root, heldout=0.1, validation=0.1)
+    alone = tmp_path / "alone"
+    shutil.copytree(root, alone)
+    assert module.parallel_fits(300, 4) == min(2, __import__("os").cpu_count())  # threads, N small: a fit a core
+    side_by_side = choose_k(root, topics=[2, 3, 4, 6])
+    monkeypatch.setattr(module, "parallel_fits", lambda n_words, n_candidates: 1)
+    one_at_a_time = choose_k(alone, topics=[2, 3, 4, 6])
+    assert side_by_side.rows == [dict(r, fit_seconds=a["fit_seconds"], refine_seconds=a["refine_seconds"])
+                                 for r, a in zip(one_at_a_time.rows, side_by_side.rows, strict=True)]
+    for k in (2, 3, 4, 6):
+        for name in model_names(k):
+            np.testing.assert_allclose(open_model(str(root), name).arrays["B"],
+                                       open_model(str(alone), name).arrays["B"], rtol=0, atol=1e-12)
+
+
+def test_parallel_fits_keep_each_ks_warnings_and_stop_at_the_first_error():
+    import threading
+    import time
+    import warnings
+
+    import dask
+
+    from jsmf_dask.pipeline.choose_k import KRecord, _fit_all, _warnings_of_this_k
+
+    def fit_one(k):
+        with _warnings_of_this_k() as caught:
+            time.sleep(0.02 * (5 - k))
+            warnings.warn(f"driver {k}")
+            # a warning raised in a dask thread of this K's computation is this K's too
+            dask.delayed(lambda: warnings.warn(f"task {k}"))().compute(scheduler="threads")
+        return KRecord(k, f"s{k}", f"r{k}", 0.0, 0.0, 1, False, caught)
+
+    records = _fit_all([1, 2, 3, 4], 2, fit_one, None)
+    assert [r.warnings for r in records] == [[f"driver {k}", f"task {k}"] for k in (1, 2, 3, 4)]
+
+    started = []
+    lock = threading.Lock()
+
+    def failing(k):
+        with lock:
+            started.append(k)
+        if k == 8:
+            raise ValueError("K = 8 failed")
+        time.sleep(0.2)
+        return KRecord(k, "s", "r", 0.0, 0.0, 1, False)
+
+    with pytest.raises(ValueError, match="K = 8 failed"):
+        _fit_all([1, 2, 3, 4, 5, 6, 7, 8], 2, failing, None)
+    assert len(started) < 8  # the largest K starts first; once it failed the rest were not started
 
 
 def test_choose_k_needs_validation_documents_and_valid_topics(tmp_path):
