@@ -11,6 +11,10 @@ compared on the same documents with a paired standard error
 (:mod:`jsmf_dask.kernels.model_selection`). The held-out (evaluation)
 documents take no part in the choice. Beside the curve: coherence (the
 paper's and NPMI), dissimilarity, and the top eigenvalues of C.
+
+In this process (the threads engine) the K are fitted side by side, one per
+core (:func:`parallel_fits`), and C is read once for all of them
+(:func:`~jsmf_dask.io.zarr_store.sharing_C`); on a cluster one K at a time.
 """
 
 from __future__ import annotations
@@ -278,7 +282,7 @@ def choose_k(
         documents (``jsmf cooccur --validation 0.05``).
     topics : list of int
         The candidate K (at least two, each in ``[2, N)``).
-    iterations : int, default=5
+    iterations : int, default=2
         AP cycles of each spectral fit (:data:`~jsmf_dask.parameters.CHOOSE_K_ITERATIONS`:
         the refine that follows corrects the topics; measured in the README).
     sweeps : int, default=5
@@ -286,7 +290,8 @@ def choose_k(
         it also stops by the validation documents).
     seed : int, default=0
     on_k : callable, optional
-        Called with a :class:`KRecord` after each K.
+        Called with a :class:`KRecord` as each K ends (in the order they end when
+        K are fitted side by side).
 
     Returns
     -------
