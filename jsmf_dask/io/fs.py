@@ -9,6 +9,13 @@ Object stores have no rename: there the commit copies the objects into place
 and writes a sentinel object (``_jsmf_committed``) last; readers refuse an
 output without it (:func:`check_committed`), and the next write of the same
 output restores the previous one from its ``.old-*`` copy.
+
+Of two writers of one output, exactly one commits: their commits (the check
+that nothing appeared meanwhile, and the swap) are serialised by a lock per
+output — ``flock(2)`` on the parent directory of a local root, and on an
+object store a lock object ``.<name>.lock`` beside the output, created only if
+absent (a conditional write: S3's ``If-None-Match``), removed after the commit,
+and broken when a dead writer left it (:data:`COMMIT_LOCK_STALE_SECONDS`).
 """
 
 from __future__ import annotations
@@ -16,14 +23,10 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import errno
-import fcntl
-import hashlib
 import os
 import posixpath
 import re
 import shutil
-import socket
-import uuid
 from collections.abc import Callable, Iterator
 
 import fsspec
@@ -32,6 +35,7 @@ import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
 from jsmf_dask._validation import name_problem
+from jsmf_dask.io.commit_lock import _HOST, _writer_token, commit_lock
 from jsmf_dask.exceptions import StoreError
 
 __all__ = ["get_fs", "total_bytes", "arrow_fs", "join", "join_under", "check_under", "is_local", "staged_output", "refuse_existing",
@@ -227,15 +231,13 @@ def staged_output(final: str, *, root: str, overwrite: bool = False,
     StoreError
         If ``final`` exists and ``overwrite`` is False, or lies outside ``root``;
         also at the commit, if another writer committed ``final`` while this
-        one worked (without ``overwrite``; with it, when their commit lands
-        between this one's two renames): then this output is discarded and
-        theirs stays. On a local file system the commits of one directory's
-        writers are serialised (:func:`_commit_lock`) and the final rename is
-        atomic and refused when the target exists, so of two concurrent
-        writers exactly one commits, and one that replaces what it read
-        (``unchanged``) never discards a commit made after its read; an
-        object store has no such rename or lock, and there the check narrows
-        the window without closing it.
+        one worked (without ``overwrite``): then this output is discarded and
+        theirs stays. The commits of one output's writers are serialised
+        (:func:`_commit_lock`: local and object-store roots), so of two
+        concurrent writers exactly one commits, and one that replaces what it
+        read (``unchanged``) never discards a commit made after its read. An
+        object store without conditional writes (plain fsspec file systems)
+        gets the lock by an existence check: the window is narrowed, not closed.
     """
     final = check_under(root, os.fspath(final))
     fs, path = get_fs(final)
@@ -259,7 +261,7 @@ def staged_output(final: str, *, root: str, overwrite: bool = False,
             raise
         old_path = posixpath.join(parent, f".{name}.old-{token}")
         try:
-            with _commit_lock(fs, parent):
+            with commit_lock(fs, parent, name):
                 _commit(fs, path, tmp_path, old_path, final, overwrite=overwrite, unchanged=unchanged)
         except BaseException as err:
             if fs.exists(tmp_path):  # whatever went wrong, this run's output does not stay half-committed
@@ -273,34 +275,6 @@ def staged_output(final: str, *, root: str, overwrite: bool = False,
             fs.rm(old_path, recursive=True)
     finally:
         _IN_PROGRESS.discard(token)
-
-
-@contextlib.contextmanager
-def _commit_lock(fs, parent: str) -> Iterator[None]:
-    """Serialise the commits of the writers of one local directory (its check and its renames).
-
-    Without it two writers replacing one output (two appends) could both find the version they read, and
-    the second's swap would discard the first's committed output although the first reported success. The
-    lock is ``flock(2)`` on the parent directory itself (no file left behind; released by the kernel when a
-    writer dies); where a file system refuses it (some network mounts), commits go unserialised, as on an
-    object store, and the check before the swap only narrows the window.
-    """
-    if not isinstance(fs, LocalFileSystem):
-        yield
-        return
-    try:
-        fd = os.open(fs._strip_protocol(parent), os.O_RDONLY)
-    except OSError:
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            pass
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _commit(fs, path: str, tmp_path: str, old_path: str, final: str, *, overwrite: bool,
@@ -363,18 +337,12 @@ def check_committed(url: str) -> None:
                          "(the previous version is restored then)")
 
 
-#: This host in temporaries' names: ``.name.tmp-<token>.<pid>.<host hash>`` (:func:`_stale`).
-_HOST = hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()
 #: What separates an output's name from a temporary's token (the name may hold dashes: ``.k20-ap.tmp-<token>``).
 _TEMPORARY = re.compile(r"\.(?:tmp|old)-")
 #: Tokens of the temporaries this process is writing now (several threads may each write one output).
 _IN_PROGRESS: set[str] = set()
 
 
-def _writer_token() -> str:
-    """A new temporary's token: random, then this writer's pid and host (the pid read now, not at import: a
-    forked process is another writer)."""
-    return f"{uuid.uuid4().hex[:12]}.{os.getpid()}.{_HOST}"
 #: A temporary of a writer on another host counts as abandoned once it is this old (its process cannot be asked).
 STALE_AFTER_SECONDS = 24 * 3600
 
@@ -412,7 +380,7 @@ def recover_interrupted(url: str) -> None:
     parent, name = posixpath.split(path)
     if not fs.exists(parent):
         return
-    with _commit_lock(fs, parent):  # not while another writer of this directory commits
+    with commit_lock(fs, parent, name):  # not while another writer of this output commits
         fs.invalidate_cache()
         siblings = [p.rstrip("/") for p in fs.ls(parent, detail=False)]
         siblings = [p for p in siblings if not posixpath.basename(p).startswith(f".{name}.") or _stale(fs, p)]

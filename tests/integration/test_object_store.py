@@ -122,3 +122,88 @@ def test_an_interrupted_commit_on_s3_is_refused_then_rolled_back(s3_root, monkey
     np.testing.assert_array_equal(open_cooccurrence(url).C[:], C_old)
     fs.invalidate_cache()
     assert not [p for p in fs.ls(path.rsplit("/", 1)[0], detail=False) if ".old-" in p or ".tmp-" in p]
+
+
+def test_two_replacing_commits_on_s3_are_serialised_so_neither_loses_the_other(s3_root):
+    """As the local test in ``test_concurrent_writers``: writer A is held inside its commit (its version check
+    passed) until writer B reaches its own. Without the lock object B's check also passes and its swap
+    discards A's committed output; with it B waits, then finds A's commit and fails."""
+    import threading
+
+    from jsmf_dask.exceptions import StoreError
+    from jsmf_dask.io.fs import get_fs, staged_output
+
+    root = s3_root.replace("/run", "/race")
+    final = f"{root}/out"
+    fs, path = get_fs(final)
+    fs.pipe_file(f"{path}/version", b"0")
+    fs.pipe_file(f"{path}/_jsmf_committed", b"")
+    started_a, b_committing, results = threading.Event(), threading.Event(), {}
+
+    def writer(label):
+        def unchanged():
+            fs.invalidate_cache()
+            ok = fs.cat_file(f"{path}/version") == b"0"
+            if label == "a":
+                b_committing.wait(timeout=5)  # B is now at its commit while A is inside its own
+                time.sleep(0.5)
+            return ok
+
+        try:
+            with staged_output(final, root=root, overwrite=True, unchanged=unchanged) as tmp:
+                fs.pipe_file(f"{get_fs(tmp)[1]}/version", label.encode())
+                if label == "b":
+                    started_a.wait(timeout=5)
+                    time.sleep(0.2)
+                    b_committing.set()
+                else:
+                    started_a.set()
+            results[label] = "committed"
+        except StoreError as err:
+            results[label] = str(err)
+
+    threads = [threading.Thread(target=writer, args=(x,)) for x in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert results["a"] == "committed", results
+    assert "committed by another writer while this command ran" in results["b"], results
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{path}/version") == b"a"  # what reported success is what is in place
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(path.rsplit("/", 1)[0], detail=False)) == ["out"]
+
+
+def test_a_dead_writers_commit_lock_on_s3_is_broken_and_a_live_one_waited_for(s3_root, monkeypatch):
+    import json
+
+    import jsmf_dask.io.commit_lock as fsmod
+    from jsmf_dask.exceptions import StoreError
+    from jsmf_dask.io.fs import get_fs, staged_output
+
+    root = s3_root.replace("/run", "/locks")
+    final = f"{root}/out"
+    fs, path = get_fs(final)
+    lock = f"{path.rsplit('/', 1)[0]}/.out.lock"
+    old = time.time() - fsmod.COMMIT_LOCK_STALE_SECONDS - 5
+    fs.pipe_file(lock, json.dumps({"writer": "x.1.dead", "host": "gone", "time": old}).encode())
+    with staged_output(final, root=root) as tmp:  # the dead writer's lock is broken, the commit goes through
+        fs.pipe_file(f"{get_fs(tmp)[1]}/data", b"mine")
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{path}/data") == b"mine" and not fs.exists(lock)
+
+    # a live writer's lock: waited for, then a clear error naming it; nothing of this writer stays
+    fs.pipe_file(lock, json.dumps({"writer": "x.1.live", "host": "h", "time": time.time()}).encode())
+    monkeypatch.setattr(fsmod, "COMMIT_LOCK_WAIT_SECONDS", 1.0)
+    with pytest.raises(StoreError, match=r"\.out\.lock: another writer has held this output's commit lock"):
+        with staged_output(final, root=root, overwrite=True) as tmp:
+            fs.pipe_file(f"{get_fs(tmp)[1]}/data", b"second")
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{path}/data") == b"mine"
+    assert not [p for p in fs.ls(path.rsplit("/", 1)[0], detail=False) if ".tmp-" in p or ".old-" in p]
+    # released by its writer: the next commit goes through at once
+    fs.rm_file(lock)
+    with staged_output(final, root=root, overwrite=True) as tmp:
+        fs.pipe_file(f"{get_fs(tmp)[1]}/data", b"third")
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{path}/data") == b"third"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import dask
 import numpy as np
 import pytest
 import zarr
@@ -16,8 +17,9 @@ from jsmf_dask.pipeline.synth import synth
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("store") / "r"
-    synth(root, n_docs=300, n_words=120, n_topics=3, doc_length=40, seed=2, topics_from="dirichlet")
-    cooccur(root)
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):  # module scope: no autouse one
+        synth(root, n_docs=300, n_words=120, n_topics=3, doc_length=40, seed=2, topics_from="dirichlet")
+        cooccur(root)
     return str(root)
 
 
