@@ -47,8 +47,16 @@ def topics_path(root: str, name: str) -> str:
 
 
 def ensure_model_group(root: str) -> None:
-    """Create ``<root>/model.zarr`` (the group that holds the models) if it is missing."""
-    zarr.open_group(zarr_store(join(root, "model.zarr")), mode="a", zarr_format=3)
+    """Create ``<root>/model.zarr`` (the group that holds the models) if it is missing.
+
+    Two writers may find it missing at once (models committed side by side: choose-k's threads, two
+    commands); the one that loses the creation finds the winner's group, which is all it needs.
+    """
+    url = join(root, "model.zarr")
+    try:
+        zarr.open_group(zarr_store(url), mode="a", zarr_format=3)
+    except zarr.errors.ContainsGroupError:
+        zarr.open_group(zarr_store(url), mode="r")
 
 
 def write_arrays(model_url: str, arrays: dict[str, np.ndarray]) -> None:
