@@ -13,6 +13,10 @@ Usage::
 
     python -m pipelines.benchmarks.cycles --corpora nips-papers,reuters,movielens,lda-20k,baskets-20k
     python -m pipelines.benchmarks.cycles --corpora lda-100k --cycles ap:150,ap:20,ap:10
+    python -m pipelines.benchmarks.cycles --cycles ap:20,ap:20:1e-3   # at most 20, stopped by fit's tol
+
+A variant ``rectifier:cycles:tol`` stops the fit earlier when a cycle's relative change falls below ``tol``
+(``fit(tol=...)``); the table then says how many cycles ran.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pipelines.benchmarks.quality import BASKETS, REPO, SYNTHETIC, _ingest_kwarg
 DEFAULT_CYCLES = "ap:150,ap:50,ap:20,ap:10,ap:5,ap:2,enn:150,enn:20"
 
 
-def run_corpus(name: str, k: int, variants: list[tuple[str, int]], args) -> list[dict]:
+def run_corpus(name: str, k: int, variants: list[tuple[str, int, float | None]], args) -> list[dict]:
     import dask
 
     from jsmf_dask import cooccur, evaluate, fit, open_model, refine
@@ -39,16 +43,18 @@ def run_corpus(name: str, k: int, variants: list[tuple[str, int]], args) -> list
     with dask.config.set({"scheduler": "threads", "jsmf.progress": False}):
         truth = ingest_corpus(name, root, Path(args.out), Path(args.data))
         cooccur(root, heldout=0.1, validation=0.05, overwrite=True)
-        for rectifier, cycles in variants:
-            label = f"k{k}-{rectifier}{cycles}"
+        for rectifier, cycles, tol in variants:
+            label = f"k{k}-{rectifier}{cycles}" + (f"-tol{tol:g}" if tol is not None else "")
             t0 = time.perf_counter()
-            fitted = fit(root, n_topics=k, rectifier=rectifier, iterations=cycles, name=label, overwrite=True)
+            fitted = fit(root, n_topics=k, rectifier=rectifier, iterations=cycles, tol=tol, name=label,
+                         overwrite=True)
             fit_seconds = time.perf_counter() - t0
             t0 = time.perf_counter()
             refined = refine(root, model=fitted.name, name=f"{label}-cvb0", overwrite=True)
             refine_seconds = time.perf_counter() - t0
             scores = evaluate(root, models=[fitted.name, refined.name])["models"]
-            row = {"corpus": name, "K": k, "rectifier": rectifier, "cycles": cycles,
+            row = {"corpus": name, "K": k, "rectifier": rectifier, "cycles": cycles, "tol": tol,
+                   "cycles_run": int(fitted.n_iter),
                    "spectral": scores[fitted.name]["heldout"].get("perplexity"),
                    "refined": scores[refined.name]["heldout"].get("perplexity"),
                    "sweeps": refined.n_iter, "fit_seconds": fit_seconds, "refine_seconds": refine_seconds}
@@ -60,12 +66,12 @@ def run_corpus(name: str, k: int, variants: list[tuple[str, int]], args) -> list
 
 
 def _table(rows: list[dict]) -> str:
-    ref = next((r for r in rows if r["rectifier"] == "ap" and r["cycles"] == 150), rows[0])
-    cols = ["K", "rectifier", "cycles", "spectral", "refined", "vs 150 AP", "B_l1", "sweeps", "fit_seconds",
-            "refine_seconds"]
+    ref = next((r for r in rows if r["rectifier"] == "ap" and r["cycles"] == 150 and r.get("tol") is None), rows[0])
+    cols = ["K", "rectifier", "cycles", "tol", "cycles run", "spectral", "refined", f"vs {ref['rectifier']} "
+            f"{ref['cycles']}", "B_l1", "sweeps", "fit_seconds", "refine_seconds"]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        vals = [r["K"], r["rectifier"], r["cycles"], r["spectral"], r["refined"],
+        vals = [r["K"], r["rectifier"], r["cycles"], r.get("tol"), r.get("cycles_run"), r["spectral"], r["refined"],
                 f"{r['refined'] / ref['refined'] - 1:+.2%}", r.get("B_l1"), r["sweeps"], r["fit_seconds"],
                 r["refine_seconds"]]
         out.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
@@ -77,12 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--corpora", default="nips-papers,reuters,nips17-bow,movielens,lda-20k,baskets-20k")
     p.add_argument("--topics", type=int, default=20, help="K of the real corpora (synthetic ones use their own)")
-    p.add_argument("--cycles", default=DEFAULT_CYCLES, help="rectifier:cycles pairs")
+    p.add_argument("--cycles", default=DEFAULT_CYCLES, help="rectifier:cycles[:tol] variants")
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     p.add_argument("--out", default="bench-runs")
     args = p.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    variants = [(v.split(":")[0], int(v.split(":")[1])) for v in args.cycles.split(",")]
+    variants = [(parts[0], int(parts[1]), float(parts[2]) if len(parts) > 2 else None)
+                for parts in (v.split(":") for v in args.cycles.split(","))]
     results = []
     for name in args.corpora.split(","):
         if name not in SYNTHETIC and name not in BASKETS and _ingest_kwargs(name, Path(args.data)) is None:
