@@ -60,6 +60,7 @@ def test_choose_k_recovers_the_true_number_of_topics(tmp_path, k):
 
 
 def test_choose_k_fits_side_by_side_as_it_would_one_at_a_time(tmp_path, monkeypatch):
+    import os
     import shutil
 
     import jsmf_dask.pipeline.choose_k as module
@@ -70,7 +71,7 @@ def test_choose_k_fits_side_by_side_as_it_would_one_at_a_time(tmp_path, monkeypa
     cooccur(root, heldout=0.1, validation=0.1)
     alone = tmp_path / "alone"
     shutil.copytree(root, alone)
-    assert module.parallel_fits(300, 4) == min(2, __import__("os").cpu_count())  # threads, N small: a fit a core
+    assert module.parallel_fits(300, 4) == min(2, os.cpu_count())  # threads, N small: a fit a core
     side_by_side = choose_k(root, topics=[2, 3, 4, 6])
     monkeypatch.setattr(module, "parallel_fits", lambda n_words, n_candidates: 1)
     one_at_a_time = choose_k(alone, topics=[2, 3, 4, 6])
