@@ -12,9 +12,10 @@ compared on the same documents with a paired standard error
 documents take no part in the choice. Beside the curve: coherence (the
 paper's and NPMI), dissimilarity, and the top eigenvalues of C.
 
-In this process (the threads engine) the K are fitted side by side, one per
-core (:func:`parallel_fits`), and C is read once for all of them
-(:func:`~jsmf_dask.io.zarr_store.sharing_C`); on a cluster one K at a time.
+The K are fitted side by side where each fit's AP runs on one core: in this
+process (the threads engine) one per core, on a cluster one per worker thread
+when the workers' memory allows (:func:`parallel_fits`); in this process C is
+also read once for all of them (:func:`~jsmf_dask.io.zarr_store.sharing_C`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from jsmf_dask.kernels.model_selection import RULE, perplexity_curve, recommend_
 from jsmf_dask.parameters import CHOOSE_K_EIG_TOL, CHOOSE_K_ITERATIONS, CHOOSE_K_SWEEPS
 from jsmf_dask.pipeline.evaluate import TOP_WORDS, document_prior, top_word_codocs
 from jsmf_dask.pipeline.fit import fit
-from jsmf_dask.pipeline.fit_plan import IN_TASK_SHARE, in_task_memory, largest_memory
+from jsmf_dask.pipeline.fit_plan import IN_TASK_SHARE, concurrent_in_task_fits, in_task_memory, largest_memory
 from jsmf_dask.pipeline.refine import refine
 from jsmf_dask.pipeline.report import report_dir
 from jsmf_dask.stages.evaluate import document_scores_tasks
@@ -199,16 +200,21 @@ def _warnings_of_this_k() -> Iterator[list[str]]:
 
 
 def parallel_fits(n_words: int, n_candidates: int) -> int:
-    """How many K to fit at once: one per core when dask runs in this process on threads and each fit's
-    rectification runs BLAS on one thread (N below :data:`~jsmf_dask.stages.rectify.MULTITHREADED_MIN_WORDS`),
-    as many as the in-task fits' memory allows; else one (a cluster's fits each take one worker's memory, and
-    above that N each fit's BLAS uses every core).
+    """How many K to fit at once, while each fit's rectification runs BLAS on one thread (N below
+    :data:`~jsmf_dask.stages.rectify.MULTITHREADED_MIN_WORDS`; above, each uses every core: one K at a time).
+
+    In this process (threads): one per core, as many as the in-task fits' memory allows. On a cluster: one
+    per worker thread when every worker holds an in-task fit for each of its threads (the scheduler then
+    places them freely, :func:`~jsmf_dask.pipeline.fit_plan.fat_worker`), else one.
 
     AP's cycles are dense products on one core at that size, so fitting K after K leaves the other cores idle
     for most of a sweep (NIPS papers, 10 K in 5…100: 38.5 s on one K at a time, see the benchmark README).
     """
-    if _progress.active_client() is not None or n_words >= MULTITHREADED_MIN_WORDS:
+    if n_words >= MULTITHREADED_MIN_WORDS:
         return 1
+    client = _progress.active_client()
+    if client is not None:
+        return max(1, min(concurrent_in_task_fits(client, in_task_memory(n_words)), n_candidates))
     _, available, _ = largest_memory(None)
     by_memory = int(IN_TASK_SHARE * available // in_task_memory(n_words))
     return max(1, min(os.cpu_count() or 1, by_memory, n_candidates))

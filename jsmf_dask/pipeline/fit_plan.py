@@ -18,7 +18,7 @@ from jsmf_dask.exceptions import ClusterError, StoreError
 from jsmf_dask.kernels.eigen import cold_start_memory
 from jsmf_dask.kernels.enn import enn_min_memory
 
-__all__ = ["in_task_memory", "IN_TASK_SHARE", "largest_memory", "fat_worker", "check_low_rank_memory", "dense_start_fits",
+__all__ = ["in_task_memory", "IN_TASK_SHARE", "largest_memory", "fat_worker", "concurrent_in_task_fits", "check_low_rank_memory", "dense_start_fits",
            "choose_path"]
 
 
@@ -54,11 +54,33 @@ IN_TASK_SHARE = 0.8
 
 
 def fat_worker(client, need: int) -> str | None:
-    """The worker with the most memory (None when running locally), after checking ``need`` bytes fit."""
+    """The worker a task of ``need`` bytes must run on, after checking the largest holds it: the one with the
+    most memory, or None when any worker would do (every worker's limit holds it) or dask runs locally.
+
+    Unpinned, the scheduler places the task on a free worker, so fits submitted side by side (``choose-k``,
+    two drivers) spread over the workers instead of queueing on one.
+    """
     addr, limit, where = largest_memory(client)
     _check_fits(need, limit, f"the in-task rectification needs about {need / 2**30:.1f} GiB in one task; {where} "
                 f"has a memory limit of {limit / 2**30:.1f} GiB", ", or use path='tiled'.", digits=1)
+    if client is not None and all(need <= IN_TASK_SHARE * _limit(info) for info in registered_workers(client).values()):
+        return None
     return addr
+
+
+def concurrent_in_task_fits(client, need: int) -> int:
+    """How many in-task fits of ``need`` bytes the cluster holds at once when the scheduler places them freely:
+    the workers' threads, if every worker holds ``need`` for each of its threads; else 1 (a fit could land
+    where a second one does not fit)."""
+    workers = registered_workers(client)
+    if not workers or any(need * max(int(info.get("nthreads") or 1), 1) > IN_TASK_SHARE * _limit(info)
+                          for info in workers.values()):
+        return 1
+    return sum(max(int(info.get("nthreads") or 1), 1) for info in workers.values())
+
+
+def _limit(info: dict) -> int:
+    return int(info.get("memory_limit") or psutil.virtual_memory().total)
 
 
 def _check_fits(need: int, limit: int, figures: str, advice: str = "", *, digits: int = 2) -> None:

@@ -155,3 +155,64 @@ def test_topics_spec():
     assert _topics_spec("4:10:3") == [4, 7, 10]
     assert _topics_spec("3,8,5") == [3, 8, 5]
     np.testing.assert_array_equal(_topics_spec("2:3"), [2, 3])
+
+
+def test_on_a_cluster_the_k_are_fitted_side_by_side_unpinned(tmp_path):
+    """Two single-threaded workers that each hold an in-task fit: the fits are not pinned to one worker, two K
+    are submitted at once, and the table equals the one fitted in this process."""
+    import shutil
+
+    import distributed
+
+    from jsmf_dask.cluster import connect
+    from jsmf_dask.io.model_store import open_model
+
+    root = tmp_path / "r"
+    synth(root, n_docs=600, n_words=300, n_topics=4, doc_length=60, seed=7, topics_from="dirichlet")
+    cooccur(root, heldout=0.1, validation=0.1)
+    here = tmp_path / "here"
+    shutil.copytree(root, here)
+    in_process = choose_k(here, topics=[2, 3, 4, 6])
+    with connect(n_workers=2, memory_limit="1GiB", dashboard=False) as client:
+        from jsmf_dask.pipeline.choose_k import parallel_fits
+        from jsmf_dask.pipeline.fit_plan import fat_worker, in_task_memory
+
+        assert parallel_fits(300, 4) == 2
+        assert fat_worker(client, in_task_memory(300)) is None  # either worker holds it: the scheduler places it
+        with distributed.get_task_stream(client) as stream:
+            on_cluster = choose_k(root, topics=[2, 3, 4, 6])
+    fits = [t for t in stream.data if str(t["key"]).startswith("rectify-in-task")]
+    assert len(fits) == 4
+    # Not bitwise: the workers' BLAS runs on one thread, this process's on two, and every K starts from C's
+    # eigenvectors solved to a residual of 1e-4 (CHOOSE_K_EIG_TOL) then 2 AP cycles, which carry a difference of
+    # rounding in that solve through. Up to the true K = 4 the eigenvalues are well apart and B agrees closely;
+    # at K = 6 the two extra ones are noise close together, their vectors are ill-determined, and B moved by
+    # 1e-5 (its perplexity by 8e-7 relative). The picks are the same.
+    assert [r["perplexity"] for r in on_cluster.rows] == pytest.approx([r["perplexity"] for r in in_process.rows],
+                                                                       rel=1e-5)
+    assert on_cluster.recommended == in_process.recommended
+    for k in (2, 3, 4):
+        np.testing.assert_allclose(open_model(str(root), model_names(k)[1]).arrays["B"],
+                                   open_model(str(here), model_names(k)[1]).arrays["B"], rtol=0, atol=1e-8)
+
+
+class _Workers:
+    """A client stand-in for the planning functions: ``scheduler_info`` with the given workers."""
+
+    def __init__(self, **workers):
+        self.workers = {addr: {"nthreads": n, "memory_limit": gib * 2**30} for addr, (n, gib) in workers.items()}
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": self.workers}
+
+
+def test_fits_run_side_by_side_on_a_cluster_only_where_every_worker_thread_holds_one():
+    from jsmf_dask.pipeline.fit_plan import concurrent_in_task_fits, fat_worker
+
+    half = 2**29  # 0.5 GiB: within 80% of 1 GiB once, not twice
+    assert concurrent_in_task_fits(_Workers(a=(1, 1), b=(1, 1)), half) == 2
+    assert concurrent_in_task_fits(_Workers(a=(2, 1), b=(1, 1)), half) == 1  # a could take two at once
+    assert concurrent_in_task_fits(_Workers(a=(2, 2), b=(1, 1)), half) == 3
+    assert concurrent_in_task_fits(_Workers(a=(1, 1), b=(1, 0.25)), half) == 1  # b cannot hold one
+    assert fat_worker(_Workers(a=(1, 1), b=(1, 1)), half) is None  # any worker: unpinned
+    assert fat_worker(_Workers(a=(1, 1), b=(1, 0.25)), half) == "a"  # only a: pinned there
