@@ -97,7 +97,7 @@ def _object_lock(fs, lock: str) -> Iterator[None]:
             continue
         if time.monotonic() > deadline:
             raise StoreError(
-                f"{_same_scheme_of(fs, lock)}: another writer has held this output's commit lock for "
+                f"{fs.unstrip_protocol(lock)}: another writer has held this output's commit lock for "
                 f"{held or 0:.0f} s (waited {COMMIT_LOCK_WAIT_SECONDS} s); if no command is writing it, remove that "
                 "object and rerun")
         time.sleep(delay)
@@ -129,8 +129,3 @@ def _remove_lock(fs, lock: str) -> None:
     except FileNotFoundError:
         pass
     fs.invalidate_cache(lock)
-
-
-def _same_scheme_of(fs, path: str) -> str:
-    protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
-    return f"{protocol}://{path}"

@@ -233,7 +233,7 @@ def staged_output(final: str, *, root: str, overwrite: bool = False,
         also at the commit, if another writer committed ``final`` while this
         one worked (without ``overwrite``): then this output is discarded and
         theirs stays. The commits of one output's writers are serialised
-        (:func:`_commit_lock`: local and object-store roots), so of two
+        (:func:`~jsmf_dask.io.commit_lock.commit_lock`: local and object-store roots), so of two
         concurrent writers exactly one commits, and one that replaces what it
         read (``unchanged``) never discards a commit made after its read. An
         object store without conditional writes (plain fsspec file systems)

@@ -46,7 +46,8 @@ __all__ = [
 _ARRAY_CONFIG = {"write_empty_chunks": True}
 #: ``C``'s codec: a dense float64 matrix gains little from any compressor (1.06× by zstd level 1, 1.14× by LZ4
 #: after byte shuffling, on lda-3k's C), so the fastest that gains anything: LZ4 with shuffle writes a tile 2×
-#: and reads it 2.5× faster than zstd level 1 (``pipelines/benchmarks/small.py``, issue 24).
+#: and reads it 2.5× faster than zstd level 1 (one 1667² tile of lda-3k's C, timed alone; the end-to-end route
+#: did not move measurably: the benchmarks README, issue 24).
 C_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
 #: ``D2``'s: small counts; bit shuffling then LZ4 compresses them 5.5× (zstd level 1: 4.1×), 4× faster.
 D2_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle")
