@@ -28,6 +28,10 @@ __all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_opti
 #: refined model against 150 cycles): at K = 20, 20 cycles are within +0.1% on all six corpora measured (the
 #: shipped and plain-LDA ones; MovieLens −0.6%), as good as 50 (whose spread is −0.2…+0.2%); at K = 50, 20
 #: cycles were 2% worse than 50 on MovieLens (+0.8% against −1.2%), so above K = 20 the fit keeps 50.
+#: No tolerance stops it earlier (measured and rejected, sessions 16–17: the benchmarks README): AP's iterate
+#: settles long before the topic–topic A read off it, and refine starts from A (its topic weights and α). On
+#: a 5-topic corpus AP's change fell to 6e-6 after 2 cycles, with the anchors and B of 20 cycles, but an A with
+#: two empty topics, which refine could not revive: two of its topics ended as copies of one.
 REFINED_FIT_ITERATIONS = 50
 REFINED_FIT_ITERATIONS_SMALL_K = 20
 REFINED_FIT_SMALL_K = 20

@@ -109,7 +109,7 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
             "dtype": "float64",
             "shape": ["N", "N"],
             "chunks": ["tile", "tile"],
-            "codecs": "bytes + blosc(lz4, clevel=5, shuffle)",
+            "codecs": "bytes (uncompressed)",
             "fill_value": 0.0,
             "meaning": "joint word co-occurrence, symmetric, entries >= 0, sums to 1 (paper eq. 1)",
         },

@@ -44,11 +44,12 @@ __all__ = [
 ]
 
 _ARRAY_CONFIG = {"write_empty_chunks": True}
-#: ``C``'s codec: a dense float64 matrix gains little from any compressor (1.06× by zstd level 1, 1.14× by LZ4
-#: after byte shuffling, on lda-3k's C), so the fastest that gains anything: LZ4 with shuffle writes a tile 2×
-#: and reads it 2.5× faster than zstd level 1 (one 1667² tile of lda-3k's C, timed alone; the end-to-end route
-#: did not move measurably: the benchmarks README, issue 24).
-C_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
+#: ``C``'s codecs: none. A dense float64 matrix gains little from any compressor (1.06× by zstd level 1, 1.14× by
+#: LZ4 after byte shuffling, on lda-3k's C), and every one costs more than the bytes it saves: the whole C of
+#: lda-3k (N = 4,956, 2048² tiles) written uncompressed in 0.10 s and read in 0.09 s, against 0.29 and 0.13–0.49 s
+#: with LZ4 (session 17; the benchmarks README, issue 24). Stores written with a codec read as before (the
+#: codec is in the array's metadata).
+C_CODEC = None
 #: ``D2``'s: small counts; bit shuffling then LZ4 compresses them 5.5× (zstd level 1: 4.1×), 4× faster.
 D2_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle")
 _REQUIRED_ATTRS = (
@@ -114,7 +115,7 @@ def write_tile(
     c0, c1 = cols
     pairs = [("C", cooc)] + ([("D2", codoc)] if codoc is not None else [])
     for name, tile in pairs:
-        arr = group[name]
+        arr = group[name].with_config(_ARRAY_CONFIG)  # the config is not stored with the array
         arr[r0:r1, c0:c1] = tile
         if (r0, r1) != (c0, c1):
             arr[c0:c1, r0:r1] = tile.T

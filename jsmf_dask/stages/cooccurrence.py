@@ -25,7 +25,8 @@ from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
 from jsmf_dask.io.scratch import load_sparse, save_sparse
 from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.io.zarr_store import read_tile, write_tile
-from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, tile_products
+from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, mirror_upper, \
+    tile_products
 
 __all__ = [
     "word_block_edges",
@@ -150,10 +151,9 @@ def _tile(
     if same:
         # The upper triangle mirrored (exact symmetry), and the exact diagonal Σ h(h−1)/(n(n−1)) (see
         # kernels.cooccurrence).
-        below = np.tril_indices_from(cooc, -1)
-        cooc[below] = cooc.T[below]
+        mirror_upper(cooc)
         if counts is not None:
-            counts[below] = counts.T[below]
+            mirror_upper(counts)
         np.fill_diagonal(cooc, diagonal)
     if base is not None:  # an update: add the stored sum (C_old × its entry_sum) and co-document counts
         cooc += read_tile(base[0], "C", (r0, r1), (c0, c1)) * base[1]
@@ -163,7 +163,7 @@ def _tile(
         store,
         (r0, r1),
         (c0, c1),
-        cooc / entry_sum,
+        np.divide(cooc, entry_sum, out=cooc),
         counts.astype(np.int32) if counts is not None else None,
     )
     return rows_block, cols_block

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsmf_dask.kernels.cooccurrence import block_contribution, count_matrix, tile_products
+from jsmf_dask.kernels.cooccurrence import block_contribution, count_matrix, mirror_upper, tile_products
 from tests.conftest import examples
 from tests.conftest import dense_cooccurrence
 
@@ -77,3 +77,14 @@ def test_matches_dense_reference_and_properties(docs, tile, blocks):
     np.testing.assert_array_equal(C, C.T)
     assert C.min() >= 0.0
     assert abs(C.sum() - 1.0) < 1e-12
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(n=st.integers(1, 40), block=st.integers(1, 12), seed=st.integers(0, 2**16))
+def test_mirror_upper_equals_the_dense_symmetrisation(n, block, seed):
+    """Against ``triu(T) + triu(T, 1)ᵀ``: any size, blocks that do or do not divide it, ints and floats."""
+    upper = np.triu(np.random.default_rng(seed).integers(0, 9, size=(n, n)))
+    for tile in (upper.copy(), upper.astype(np.float64)):
+        expected = np.triu(tile) + np.triu(tile, 1).T
+        assert mirror_upper(tile, block=block) is tile
+        np.testing.assert_array_equal(tile, expected)
