@@ -44,6 +44,7 @@ from jsmf_dask.stages.cooccurrence import (
     block_partials,
     corpus_summary,
     tile_tasks,
+    even_tile_size,
     word_block_edges,
 )
 from jsmf_dask.cluster import Work, choose_engine
@@ -121,7 +122,9 @@ def cooccur(
     root : str
         Run root (local path or fsspec URL).
     tile_size : int, optional
-        Edge of a tile of ``C`` (Zarr chunk; ``jsmf.cooccur.tile-size``).
+        Largest edge of a tile of ``C`` (Zarr chunk; ``jsmf.cooccur.tile-size``): the tiles are made as equal
+        as they can be (:func:`~jsmf_dask.stages.cooccurrence.even_tile_size`; the store's ``tile_size``
+        attribute is the edge used).
     codoc : bool, default=True
         Also build ``D2`` (doubles the multiply work).
     batch_nnz : int, optional
@@ -231,6 +234,8 @@ def cooccur(
         blocks = _uncounted_blocks(old, blocks, words, corpus)
         tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
         base = (old.url, float(old.attrs["entry_sum"]))
+    if not update:
+        tile_size = even_tile_size(n_words, tile_size)
     reason = None
     if rank is None and not update:
         dense_bytes = 8 * n_words * n_words * (2 if codoc else 1)

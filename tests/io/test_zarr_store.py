@@ -8,10 +8,14 @@ import dask
 import numpy as np
 import pytest
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jsmf_dask import cooccur
 from jsmf_dask.io.zarr_store import C_CODEC, D2_CODEC, cooc_path, read_checked_C, sharing_C
 from jsmf_dask.pipeline.synth import synth
+from jsmf_dask.stages.cooccurrence import even_tile_size, word_block_edges
+from tests.conftest import examples
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +69,17 @@ def test_sharing_C_reads_once_and_hands_out_one_read_only_array(root, monkeypatc
         with pytest.raises(ValueError, match="read-only"):
             seen[0][0, 0] = 1.0
     assert read_checked_C(url).flags.writeable and len(reads) == 2  # the block's end dropped it
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(n=st.integers(1, 50_000), most=st.integers(1, 5_000))
+def test_tiles_are_as_equal_as_they_can_be_and_never_above_the_size_asked(n, most):
+    edge = even_tile_size(n, most)
+    sizes = np.diff(word_block_edges(n, edge))
+    assert edge <= most and sizes.sum() == n and len(sizes) == -(-n // most)
+    assert sizes.max() - sizes.min() <= len(sizes)  # the last tile is short by less than one word per tile
+
+
+def test_the_store_is_chunked_by_its_recorded_tile_size_without_padding(root):
+    group = zarr.open_group(cooc_path(root), mode="r")
+    assert group["C"].chunks == (group.attrs["tile_size"],) * 2 == (120, 120)  # N = 120 words, tiles up to 2,048
