@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         "frequencies D1 and co-document frequencies D2, tile by tile into ROOT/cooc.zarr.",
     )
     _add_root(p)
-    p.add_argument("--tile-size", type=int, help="edge of a tile of C (default: 2048)")
+    p.add_argument("--tile-size", type=int, help="largest edge of a tile of C, the tiles made equal (default: 2048)")
     p.add_argument("--no-codoc", action="store_true", help="skip D2 (co-document counts); halves the work")
     p.add_argument("--update", action="store_true",
                    help="add only the shards the existing C has not counted (after `jsmf ingest --append`)")

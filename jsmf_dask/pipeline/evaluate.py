@@ -24,7 +24,7 @@ from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks, read_vocabulary
 from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
-from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR
+from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR, DocumentSplit
 from jsmf_dask.kernels.metrics import (
     approximation,
     coherence,
@@ -122,8 +122,9 @@ def top_word_codocs(store: CooccurrenceStore, blocks: list, top: np.ndarray) -> 
         (sub,) = _progress.compute(codoc_tasks(store.url, words, store.n_words,
                                                block=int(config.get("fit.recover-block"))))
     else:
-        fraction = float(store.attrs.get("heldout_fraction", 0.0))
-        (sub,) = _progress.compute(corpus_codoc_task(blocks, words, store.n_words, fraction))
+        split = DocumentSplit(float(store.attrs.get("heldout_fraction", 0.0)),
+                              float(store.attrs.get("validation_fraction", 0.0)))
+        (sub,) = _progress.compute(corpus_codoc_task(blocks, words, store.n_words, split))
     pos = np.searchsorted(words, top)
     return sub[pos[:, :, None], pos[:, None, :]].astype(np.float64)
 

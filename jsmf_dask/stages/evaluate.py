@@ -92,22 +92,21 @@ def codoc_tasks(url: str, words: np.ndarray, n_words: int, *, block: int) -> das
     return dask.delayed(np.vstack, pure=True)(pieces)
 
 
-def _corpus_codoc_block(block: Block, words: np.ndarray, n_words: int, heldout: float) -> np.ndarray:
+def _corpus_codoc_block(block: Block, words: np.ndarray, n_words: int, split: DocumentSplit) -> np.ndarray:
     table = read_block(block, n_words)
-    if heldout > 0:
-        table = table.filter(pa.array(~heldout_mask(table.column("doc_id"), heldout)))
+    table = table.filter(pa.array(split.training(table.column("doc_id"))))  # as cooccur leaves them out
     X = block_counts(table, n_words)
     X = X[np.flatnonzero(np.asarray(X.sum(axis=1)).ravel() >= 2)]  # the documents C counts
     Xb = (X[:, words] > 0).astype(np.int64)
     return np.asarray((Xb.T @ Xb).toarray())
 
 
-def corpus_codoc_task(blocks: list[Block], words: np.ndarray, n_words: int, heldout: float) -> dask.delayed:
-    """``D2[words][:, words]`` counted from the corpus (documents with 2 or more tokens, not held out): one pass,
-    O(|words|²) per task, for stores without ``D2``."""
+def corpus_codoc_task(blocks: list[Block], words: np.ndarray, n_words: int, split: DocumentSplit) -> dask.delayed:
+    """``D2[words][:, words]`` counted from the corpus (the documents C counted: 2 or more tokens, neither held
+    out nor validation by ``split``): one pass, O(|words|²) per task, for stores without ``D2``."""
     words = np.asarray(words, dtype=np.int64)
-    token = tokenize(blocks, words, n_words, heldout)
-    parts = [dask.delayed(_corpus_codoc_block, pure=True)(b, words, n_words, heldout,
+    token = tokenize(blocks, words, n_words, split)
+    parts = [dask.delayed(_corpus_codoc_block, pure=True)(b, words, n_words, split,
                                                           dask_key_name=f"codoc-corpus-{token}-{i}")
              for i, b in enumerate(blocks)]
     level = 0

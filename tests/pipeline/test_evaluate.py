@@ -265,3 +265,21 @@ def test_doc_topics_parquet_schema(fitted_root):
     assert len(files) == 4  # one part per row group
     schema = pq.read_schema(files[0])
     assert schema.names == ["doc_id", "n_tokens", "topics"] and schema.field("topics").type.list_size == 5
+
+
+def test_a_store_without_d2_counts_the_same_co_document_frequencies_from_the_corpus(tmp_path):
+    """The fallback of ``--no-codoc`` stores counts exactly the documents C counted: neither held-out nor
+    validation ones (it used to leave out only the held-out ones)."""
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks
+    from jsmf_dask.pipeline.evaluate import top_word_codocs
+
+    synth(tmp_path, n_docs=600, n_words=80, n_topics=3, doc_length=30, seed=4)
+    blocks = list_blocks(corpus_dir(str(tmp_path)))
+    cooccur(tmp_path, heldout=0.2, validation=0.2, tile_size=32)
+    top = np.argsort(open_cooccurrence(f"{tmp_path}/cooc.zarr").group["D1"][:])[::-1][:8].reshape(2, 4)
+    with_d2 = top_word_codocs(open_cooccurrence(f"{tmp_path}/cooc.zarr"), blocks, top)
+    cooccur(tmp_path, heldout=0.2, validation=0.2, tile_size=32, codoc=False, overwrite=True)
+    store = open_cooccurrence(f"{tmp_path}/cooc.zarr")
+    assert "D2" not in store.group
+    np.testing.assert_array_equal(top_word_codocs(store, blocks, top), with_d2)
+    assert with_d2[0, 0, 0] == store.group["D1"][top[0, 0]] > 0  # on the diagonal: the word's document frequency
