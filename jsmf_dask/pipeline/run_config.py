@@ -188,11 +188,13 @@ def topics_config(inputs: list[str], root: str, n_topics: int, *, ingest: dict |
     parameters are unchanged is skipped. The vocabulary keeps
     :data:`~jsmf_dask.parameters.TOPICS_VOCAB_SIZE` words unless ``ingest``
     says otherwise; ``validation`` (5%) of the documents stop refine when they
-    stop improving; the fit runs the cycles of a fit refine follows.
+    stop improving; the fit runs the cycles of a fit refine follows. C is counted without ``D2`` (nothing on
+    the route reads it; ``evaluate``'s coherence counts its top words' co-document frequencies from the same
+    documents instead, the same numbers): 0.15 s of 3.9 at 3k documents.
     """
     tables: dict[str, Any] = {
         "ingest": {"vocab_size": TOPICS_VOCAB_SIZE, **(ingest or {}), "inputs": [os.fspath(u) for u in inputs]},
-        "cooccur": {"validation": validation, **({"heldout": heldout} if heldout else {})},
+        "cooccur": {"validation": validation, "codoc": False, **({"heldout": heldout} if heldout else {})},
         "fit": [{"topics": n_topics, **({"iterations": iterations} if iterations else {})}],
         "refine": [{"model": f"k{n_topics}-ap"}],
     }

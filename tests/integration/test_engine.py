@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from jsmf_dask import cluster, open_model
+from jsmf_dask import cluster, evaluate, open_cooccurrence, open_model
 from jsmf_dask.cli import main
 from jsmf_dask.parameters import refined_fit_iterations
 from tests.conftest import REUTERS_DOCWORD
@@ -120,6 +120,12 @@ def test_topics_writes_what_the_four_commands_write_and_resumes_after_a_kill(tmp
     assert "3 up to date" in captured.out and captured.out.count("\n") > 5  # the topics, then the summary
     for name in ("k5-ap", "k5-ap-cvb0"):
         np.testing.assert_allclose(_B(one, name), _B(four, name), rtol=0, atol=1e-10)
+    # topics counts C without D2 (nothing on its route reads it); evaluate's coherence is the same without it
+    assert "D2" not in open_cooccurrence(f"{one}/cooc.zarr").group
+    assert "D2" in open_cooccurrence(f"{four}/cooc.zarr").group
+    coherence = [evaluate(r, models=["k5-ap-cvb0"])["models"]["k5-ap-cvb0"]["original_C"]["coherence"]
+                 for r in (one, four)]
+    assert coherence[0] == pytest.approx(coherence[1], rel=1e-12)
 
 
 @pytest.mark.slow
