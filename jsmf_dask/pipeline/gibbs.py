@@ -59,6 +59,8 @@ def fit_gibbs(
     workers: int | None = None,
     name: str | None = None,
     heldout: float | None = None,
+    samples: int = 1,
+    thin: int = 10,
     overwrite: bool = False,
 ) -> FitResult:
     """Fit LDA by collapsed Gibbs sampling on ``<root>/corpus`` and store it as ``model.zarr/<name>``.
@@ -79,6 +81,12 @@ def fit_gibbs(
     heldout : float, optional
         Leave out the documents whose doc_id hashes below this fraction
         (default: the fraction ``cooc.zarr`` was built with).
+    samples : int, default=1
+        ``B`` and ``A`` averaged over this many states of the chain after the
+        ``iterations`` (1: the last state alone, the usual reference): an
+        estimate of the posterior means instead of one draw.
+    thin : int, default=10
+        Iterations between two of those states.
     overwrite : bool, default=False
 
     Returns
@@ -104,20 +112,16 @@ def fit_gibbs(
             tokens = [str(i) for i, c in zip(ids, counts, strict=True) for _ in range(c)]
             if len(tokens) >= 2:
                 model.add_doc(tokens)
-    with warnings.catch_warnings():  # "may differ even with fixed seed if workers != 1": said in the docstring
-        warnings.filterwarnings("ignore", message="The training result may differ", category=RuntimeWarning)
-        model.train(iterations, workers=workers or os.cpu_count() or 1)
-    B = np.zeros((n, n_topics))
+    threads = workers or os.cpu_count() or 1
+    B, A = np.zeros((n, n_topics)), np.zeros((n_topics, n_topics))
+    for sample in range(samples):
+        with warnings.catch_warnings():  # "may differ even with fixed seed if workers != 1": said in the docstring
+            warnings.filterwarnings("ignore", message="The training result may differ", category=RuntimeWarning)
+            model.train(iterations if sample == 0 else thin, workers=threads)
+        B_s, A_s = _state_topics(model, n, n_topics)
+        B += B_s / samples
+        A += A_s / samples
     vocab_index = np.array([int(w) for w in model.used_vocabs])
-    for k in range(n_topics):
-        B[vocab_index, k] = model.get_topic_word_dist(k)
-    B /= B.sum(axis=0, keepdims=True)
-    A = np.zeros((n_topics, n_topics))
-    for doc in model.docs:
-        nd = np.bincount(np.asarray(doc.topics, dtype=np.int64), minlength=n_topics).astype(np.float64)
-        length = nd.sum()
-        A += (np.outer(nd, nd) - np.diag(nd)) / (length * (length - 1))
-    A /= A.sum()
     p = np.zeros(n)
     p[vocab_index] = np.asarray(model.used_vocab_freq, dtype=np.float64)
     p /= p.sum()
@@ -126,7 +130,7 @@ def fit_gibbs(
         "schema_version": SCHEMA_VERSION,
         "name": name,
         "params": {"n_topics": n_topics, "rectifier": "gibbs", "iterations": iterations, "alpha": alpha,
-                   "eta": eta, "seed": seed},
+                   "eta": eta, "seed": seed, "samples": samples, "thin": thin},
         "n_iter": iterations,
         "n_words": n,
         "vocab_hash": vocabulary_hash(words),
@@ -148,3 +152,18 @@ def fit_gibbs(
                        model_path(root, name), attrs)
     write_topics(root, name, fitted)
     return fitted
+
+
+def _state_topics(model, n: int, n_topics: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sampler's current ``B`` (N×K, columns summing to 1) and ``A`` (K×K, summing to 1)."""
+    vocab_index = np.array([int(w) for w in model.used_vocabs])
+    B = np.zeros((n, n_topics))
+    for k in range(n_topics):
+        B[vocab_index, k] = model.get_topic_word_dist(k)
+    B /= B.sum(axis=0, keepdims=True)
+    A = np.zeros((n_topics, n_topics))
+    for doc in model.docs:
+        nd = np.bincount(np.asarray(doc.topics, dtype=np.int64), minlength=n_topics).astype(np.float64)
+        length = nd.sum()
+        A += (np.outer(nd, nd) - np.diag(nd)) / (length * (length - 1))
+    return B, A / A.sum()

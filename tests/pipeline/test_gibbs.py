@@ -1,0 +1,28 @@
+"""The Gibbs-sampling reference: its B and A are the sampler's, averaged over states of the chain when asked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jsmf_dask import cooccur
+from jsmf_dask.io.model_store import open_model
+from jsmf_dask.pipeline.synth import synth
+
+
+def test_gibbs_averages_b_and_a_over_the_states_it_was_asked_for(tmp_path, monkeypatch):
+    pytest.importorskip("tomotopy")
+    import jsmf_dask.pipeline.gibbs as gibbs
+
+    synth(tmp_path, n_docs=300, n_words=60, n_topics=3, doc_length=30, seed=1)
+    cooccur(tmp_path)
+    states = []
+    state_topics = gibbs._state_topics
+    monkeypatch.setattr(gibbs, "_state_topics", lambda *a: states.append(state_topics(*a)) or states[-1])
+    fitted = gibbs.fit_gibbs(tmp_path, n_topics=3, iterations=20, samples=3, thin=5, workers=1)
+    stored = open_model(tmp_path, fitted.name)
+    assert len(states) == 3 and stored.attrs["params"] | {"samples": 3, "thin": 5} == stored.attrs["params"]
+    assert np.abs(states[0][0] - states[2][0]).max() > 1e-6  # the chain moved between the states
+    np.testing.assert_allclose(stored.arrays["B"], sum(B for B, _ in states) / 3, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(stored.arrays["A"], sum(A for _, A in states) / 3, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(stored.arrays["B"].sum(axis=0), 1.0, rtol=0, atol=1e-12)
