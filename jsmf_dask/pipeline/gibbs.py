@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import zarr
 
-from jsmf_dask._validation import check_heldout, check_name
+from jsmf_dask._validation import check_heldout, check_int, check_name
 from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.io.fs import staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
@@ -95,6 +95,8 @@ def fit_gibbs(
         With no anchors (an empty array) and no trace.
     """
     check_name(name, "name", "fit_gibbs", allow_none=True)
+    check_int(samples, "samples", "fit_gibbs", low=1)
+    check_int(thin, "thin", "fit_gibbs", low=1)
     tp = require_tomotopy()
     root = os.fspath(root)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "fit_gibbs")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from jsmf_dask.exceptions import InvalidParameterError
+
 from jsmf_dask import cooccur
 from jsmf_dask.io.model_store import open_model
 from jsmf_dask.pipeline.synth import synth
@@ -26,3 +28,14 @@ def test_gibbs_averages_b_and_a_over_the_states_it_was_asked_for(tmp_path, monke
     np.testing.assert_allclose(stored.arrays["B"], sum(B for B, _ in states) / 3, rtol=0, atol=1e-12)
     np.testing.assert_allclose(stored.arrays["A"], sum(A for _, A in states) / 3, rtol=0, atol=1e-12)
     np.testing.assert_allclose(stored.arrays["B"].sum(axis=0), 1.0, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [{"samples": 0}, {"thin": 0}, {"samples": 2.5}])
+def test_gibbs_refuses_a_bad_number_of_states_before_reading_anything(tmp_path, bad):
+    from jsmf_dask.pipeline.gibbs import fit_gibbs
+
+    pytest.importorskip("tomotopy")
+    key = next(iter(bad))
+    with pytest.raises(InvalidParameterError, match=rf"The '{key}' parameter of fit_gibbs must be an int"):
+        fit_gibbs(tmp_path, n_topics=3, **bad)
+    assert list(tmp_path.iterdir()) == []  # nothing written
