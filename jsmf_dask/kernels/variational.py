@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sps
+from scipy.optimize import nnls
 from scipy.special import gammaln, psi
 
 from jsmf_dask.kernels._vb_loop import e_step_loop
@@ -37,6 +38,7 @@ __all__ = [
     "e_step",
     "document_bound",
     "topic_bound",
+    "topic_shares",
     "topics_from_model",
     "moment_alpha",
     "expected_topic_topic",
@@ -141,27 +143,64 @@ def topic_bound(lam: np.ndarray, eta: float) -> float:
     return float((per_topic + gammaln(n * eta) - gammaln(lam.sum(axis=0))).sum())
 
 
-def topics_from_model(B: np.ndarray, A: np.ndarray, n_tokens: float, eta: float) -> np.ndarray:
+def topic_shares(B: np.ndarray, p_word: np.ndarray | None, A: np.ndarray | None = None) -> np.ndarray:
+    """Each topic's share of the tokens, ``p(k)``, as the topics ``B`` explain the word frequencies ``p_word``.
+
+    ``p(w) = Σ_k B_wk p(k)`` for any topic model, so ``p(k)`` is the
+    non-negative least-squares solution of ``B s = p_word`` (solved on the
+    K×K triangle of ``B``'s QR factorisation). For a recovered model (paper
+    §3) the fit is exact: ``B``'s columns were normalised by these very
+    shares, ``Σ_w p(k | w) p(w)``. Unlike the row sums of ``A`` — read off the
+    anchors' K×K block of ``C̄``, which can leave a topic without any mass —
+    a share is positive for every topic whose anchor word occurs.
+
+    Parameters
+    ----------
+    B : ndarray, shape (N, K)
+        Columns sum to 1.
+    p_word : ndarray, shape (N,) or None
+        The word frequencies the model was fitted to. Without them (or when
+        they say nothing) the row sums of ``A`` are used, then uniform shares.
+    A : ndarray, shape (K, K), optional
+
+    Returns
+    -------
+    ndarray, shape (K,)
+        Non-negative, sums to 1.
+    """
+    B = np.clip(np.asarray(B, dtype=np.float64), 0.0, None)
+    k = B.shape[1]
+    share = None
+    if p_word is not None and np.isfinite(p_word).all() and np.asarray(p_word).sum() > 0:
+        q, r = np.linalg.qr(B)
+        share = nnls(r, q.T @ (np.asarray(p_word, dtype=np.float64) / np.sum(p_word)))[0]
+    if (share is None or share.sum() <= 0) and A is not None:
+        share = np.asarray(A, dtype=np.float64).sum(axis=1)
+    if share is None or not np.isfinite(share).all() or share.sum() <= 0 or (share < 0).any():
+        share = np.ones(k)
+    return share / share.sum()
+
+
+def topics_from_model(B: np.ndarray, share: np.ndarray, n_tokens: float, eta: float) -> np.ndarray:
     """``λ`` for a start from a fitted model: ``η`` plus the expected counts ``n_tokens · B_wk · p(k)``.
 
-    ``p(k) = Σ_l A_kl`` is the topic's share of tokens (uniform when ``A``
-    carries no mass). This is the scale a sweep's M-step produces, so the
-    first sweep's ``E[log β]`` is the spectral model's ``log B`` to within the
-    digamma's small-count correction.
+    ``share`` is ``p(k)``, each topic's share of the tokens
+    (:func:`topic_shares`). This is the scale a sweep's M-step produces, so
+    the first sweep's ``E[log β]`` is the spectral model's ``log B`` to
+    within the digamma's small-count correction.
     """
-    share = A.sum(axis=1)
-    if not np.isfinite(share).all() or share.sum() <= 0 or (share < 0).any():
-        share = np.full(B.shape[1], 1.0 / B.shape[1])
-    share = share / share.sum()
-    return eta + n_tokens * np.clip(B, 0.0, None) * share[None, :]
+    share = np.asarray(share, dtype=np.float64)
+    return eta + n_tokens * np.clip(B, 0.0, None) * (share / share.sum())[None, :]
 
 
-def moment_alpha(A: np.ndarray, *, bounds: tuple[float, float] = (1e-3, 1e3)) -> np.ndarray:
+def moment_alpha(A: np.ndarray, *, mean: np.ndarray | None = None,
+                 bounds: tuple[float, float] = (1e-3, 1e3)) -> np.ndarray:
     """The Dirichlet ``α`` whose ``E[θθᵀ]`` matches ``A`` in its mean and trace.
 
     For ``θ ~ Dirichlet(α)``, ``E[θ] = α/α₀`` and
     ``tr E[θθᵀ] = (α₀ Σ_k m_k² + 1)/(α₀ + 1)`` with ``m = E[θ]``, so with
-    ``m = A·1`` (the row sums of the topic–topic matrix)
+    ``m = A·1`` (the row sums of the topic–topic matrix, or ``mean`` when
+    given: the topics' shares of :func:`topic_shares`)
     ``α₀ = (1 − tr A)/(tr A − Σ m²)`` and ``α = α₀ m``. ``α₀`` is kept within
     ``bounds`` times K (a trace at or below ``Σ m²`` means no sign of sparse
     documents: the upper bound is used). An ``A`` without mass (a fit whose
@@ -174,7 +213,7 @@ def moment_alpha(A: np.ndarray, *, bounds: tuple[float, float] = (1e-3, 1e3)) ->
     if not np.isfinite(A).all() or total <= 0:
         return np.full(k, 0.1)
     A = A / total
-    m = np.clip(A.sum(axis=1), 1e-12, None)
+    m = np.clip(A.sum(axis=1) if mean is None else np.asarray(mean, dtype=np.float64), 1e-12, None)
     m = m / m.sum()
     tr = float(np.trace(A))
     excess = tr - float(m @ m)

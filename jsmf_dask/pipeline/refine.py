@@ -41,7 +41,13 @@ from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_v
 from jsmf_dask.kernels.metrics import topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step
 from jsmf_dask.kernels.heldout import DocumentSplit
-from jsmf_dask.kernels.variational import dirichlet_expectation, moment_alpha, topic_bound, topics_from_model
+from jsmf_dask.kernels.variational import (
+    dirichlet_expectation,
+    moment_alpha,
+    topic_bound,
+    topic_shares,
+    topics_from_model,
+)
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, write_topics
@@ -159,7 +165,10 @@ def refine(
     alpha : 'auto' or float, default='auto'
         Document–topic prior: a float is a symmetric prior; ``'auto'`` learns
         an asymmetric one (one value per topic) by Minka's fixed point between
-        sweeps, started from a Dirichlet moment-matched to the source model's ``A``.
+        sweeps, started from a Dirichlet with the topics' shares of the words as
+        its mean and the concentration moment-matched to the source model's ``A``.
+        The start's word–topic counts weigh each topic by the same shares
+        (:func:`~jsmf_dask.kernels.variational.topic_shares`).
     eta : 'auto' or float, default=0.05
         Symmetric topic–word prior; ``'auto'`` learns it by Minka's fixed point
         between sweeps.
@@ -219,10 +228,13 @@ def refine(
     blocks = list_blocks(corpus)
     choose_engine(Work(tokens=corpus_tokens(corpus)))
     n_rows = sum(b.n_rows for b in blocks)
-    alpha_vec = moment_alpha(A0) if alpha == "auto" else np.full(k, float(alpha))
+    # each topic's share of the tokens as B0 explains the word frequencies: positive for every topic, where
+    # A0's row sums (the anchors' block of C̄) can leave a topic with none, which refine could never revive
+    shares = topic_shares(B0, source.arrays.get("p_word"), A0)
+    alpha_vec = moment_alpha(A0, mean=shares) if alpha == "auto" else np.full(k, float(alpha))
     eta_now = 0.01 if eta == "auto" else float(eta)
     n_tokens = float(np.asarray(vocab.column("tf")).sum()) * (1.0 - heldout - validation)
-    counts = topics_from_model(B0, A0, n_tokens, 0.0)  # the start: expected counts of the spectral model
+    counts = topics_from_model(B0, shares, n_tokens, 0.0)  # the start: expected counts of the spectral model
     params = SweepParams(len(words), method, alpha_vec, eta_now, DocumentSplit(heldout, validation), inner_iterations,
                          inner_tol,
                          learn_alpha=alpha == "auto" and method == "cvb0",

@@ -16,8 +16,10 @@ from jsmf_dask.kernels.variational import (
     expected_topic_topic,
     moment_alpha,
     topic_bound,
+    topic_shares,
     topics_from_model,
 )
+from jsmf_dask.kernels.recover import topic_word
 from jsmf_dask.kernels.synthetic import dirichlet_topic_topic
 from tests.conftest import examples
 
@@ -165,9 +167,46 @@ def test_moment_alpha_recovers_a_dirichlet():
 
 def test_topics_from_model_scales_to_expected_counts():
     B = np.array([[0.5, 0.0], [0.5, 1.0]])
-    A = np.array([[0.3, 0.1], [0.1, 0.5]])
-    lam = topics_from_model(B, A, 100.0, 0.01)
+    lam = topics_from_model(B, np.array([0.4, 0.6]), 100.0, 0.01)
     np.testing.assert_allclose(lam, 0.01 + np.array([[20.0, 0.0], [20.0, 60.0]]))
+
+
+@settings(max_examples=examples(50), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_words=st.integers(8, 60), k=st.integers(2, 8))
+def test_topic_shares_of_a_recovered_model_are_its_own_normalisation(seed, n_words, k):
+    """Recovery forms ``B`` by Bayes' rule from ``p(k | w)`` and ``p(w)``, dividing by ``p(k) = Σ_w p(k | w) p(w)``;
+    ``topic_shares`` gets those ``p(k)`` back from ``B`` and ``p(w)`` alone (``p = B s`` is consistent)."""
+    rng = np.random.default_rng(seed)
+    weights = rng.dirichlet(np.full(k, 0.2), size=n_words)
+    weights[:k] = np.eye(k)  # anchor words: B has full column rank
+    p = rng.dirichlet(np.ones(n_words))
+    B = topic_word(weights, p)
+    np.testing.assert_allclose(topic_shares(B, p), weights.T @ p, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(topic_shares(B, 7.0 * p), weights.T @ p, rtol=1e-8, atol=1e-12)  # any scale of p
+
+
+def test_topic_shares_where_A_gives_a_topic_no_mass():
+    B = np.array([[0.5, 0.0, 0.1], [0.5, 0.2, 0.0], [0.0, 0.8, 0.9]])
+    share = np.array([0.5, 0.3, 0.2])
+    A = np.diag([0.6, 0.4, 0.0])  # the third topic's anchor block empty
+    np.testing.assert_allclose(topic_shares(B, B @ share, A), share, rtol=1e-12)
+    # an inconsistent p: the non-negative least-squares fit, never a negative share
+    s = topic_shares(B, np.array([1.0, 0.0, 0.0]))
+    assert (s >= 0).all() and s.sum() == pytest.approx(1.0)
+    # without p the row sums of A, without either uniform shares
+    np.testing.assert_allclose(topic_shares(B, None, A), [0.6, 0.4, 0.0])
+    np.testing.assert_allclose(topic_shares(B, np.zeros(3), None), np.full(3, 1 / 3))
+    np.testing.assert_allclose(topic_shares(B, np.full(3, np.nan), np.zeros((3, 3))), np.full(3, 1 / 3))
+
+
+def test_moment_alpha_with_the_mean_given():
+    alpha = np.array([0.05, 0.1, 0.2, 0.4, 0.05])
+    A = dirichlet_topic_topic(alpha)
+    np.testing.assert_allclose(moment_alpha(A, mean=alpha / alpha.sum()), alpha, rtol=1e-12)
+    # a topic A gives no mass keeps the share it is given, and the concentration from A's trace
+    A[0, :] = A[:, 0] = 0.0
+    given = moment_alpha(A, mean=np.full(5, 0.2))
+    assert np.allclose(given, given[0]) and given[0] > 0
 
 
 def test_expected_topic_topic_by_hand():
