@@ -29,9 +29,11 @@ __all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_opti
 #: shipped and plain-LDA ones; MovieLens −0.6%), as good as 50 (whose spread is −0.2…+0.2%); at K = 50, 20
 #: cycles were 2% worse than 50 on MovieLens (+0.8% against −1.2%), so above K = 20 the fit keeps 50.
 #: No tolerance stops it earlier (measured and rejected, sessions 16–17: the benchmarks README): AP's iterate
-#: settles long before the topic–topic A read off it, and refine starts from A (its topic weights and α). On
-#: a 5-topic corpus AP's change fell to 6e-6 after 2 cycles, with the anchors and B of 20 cycles, but an A with
-#: two empty topics, which refine could not revive: two of its topics ended as copies of one.
+#: settles long before the topic–topic A read off it. On a 5-topic corpus AP's change fell to 6e-6 after 2
+#: cycles, with the anchors and B of 20 cycles, but an A with two empty topics, which refine (then weighing
+#: its start by A) could not revive. Refine's start now weighs topics by their shares of the words (session
+#: 18), which that A cannot empty, but the tolerance stays off: at K = 20 the real corpora never reach 1e-4
+#: within 20 cycles (only the plain-LDA ones would stop sooner), and at K = 50 it cost MovieLens 1%.
 REFINED_FIT_ITERATIONS = 50
 REFINED_FIT_ITERATIONS_SMALL_K = 20
 REFINED_FIT_SMALL_K = 20
