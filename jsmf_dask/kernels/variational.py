@@ -160,7 +160,8 @@ def topic_shares(B: np.ndarray, p_word: np.ndarray | None, A: np.ndarray | None 
         Columns sum to 1.
     p_word : ndarray, shape (N,) or None
         The word frequencies the model was fitted to. Without them (or when
-        they say nothing) the row sums of ``A`` are used, then uniform shares.
+        they say nothing, or the solver does not settle) the row sums of
+        ``A`` are used, then uniform shares.
     A : ndarray, shape (K, K), optional
 
     Returns
@@ -173,7 +174,10 @@ def topic_shares(B: np.ndarray, p_word: np.ndarray | None, A: np.ndarray | None 
     share = None
     if p_word is not None and np.isfinite(p_word).all() and np.asarray(p_word).sum() > 0:
         q, r = np.linalg.qr(B)
-        share = nnls(r, q.T @ (np.asarray(p_word, dtype=np.float64) / np.sum(p_word)))[0]
+        try:
+            share = nnls(r, q.T @ (np.asarray(p_word, dtype=np.float64) / np.sum(p_word)), maxiter=50 * k)[0]
+        except RuntimeError:  # the active set did not settle (a degenerate B): A's row sums instead
+            share = None
     if (share is None or share.sum() <= 0) and A is not None:
         share = np.asarray(A, dtype=np.float64).sum(axis=1)
     if share is None or not np.isfinite(share).all() or share.sum() <= 0 or (share < 0).any():

@@ -1,8 +1,8 @@
 """Topic quality against Gibbs sampling on every corpus: held-out perplexity, B error, metrics and seconds.
 
 For each corpus and K, on one run root: ``cooccur`` with 10% of the documents
-held out and 5% kept for validation (by doc_id hash), AP (50 cycles, as the
-default route runs it before refinement), then from AP:
+held out and 5% kept for validation (by doc_id hash), AP (the cycles the
+default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 
 * ``vb``: the previous default refine (variational Bayes, 8 sweeps, α 0.1, η 0.01);
 * ``cvb0-fixed``: CVB0 with fixed priors (α 0.1, η 0.05), up to 50 sweeps, no validation stop;

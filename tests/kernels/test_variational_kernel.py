@@ -199,6 +199,18 @@ def test_topic_shares_where_A_gives_a_topic_no_mass():
     np.testing.assert_allclose(topic_shares(B, np.full(3, np.nan), np.zeros((3, 3))), np.full(3, 1 / 3))
 
 
+def test_topic_shares_fall_back_to_A_when_the_solver_does_not_settle(monkeypatch):
+    import jsmf_dask.kernels.variational as variational
+
+    def capped(*args, **kwargs):
+        raise RuntimeError("Maximum number of iterations reached.")
+
+    monkeypatch.setattr(variational, "nnls", capped)
+    B = np.array([[0.5, 0.0], [0.5, 1.0]])
+    np.testing.assert_allclose(topic_shares(B, np.array([0.2, 0.8]), np.array([[0.3, 0.1], [0.1, 0.5]])),
+                               [0.4, 0.6])
+
+
 def test_moment_alpha_with_the_mean_given():
     alpha = np.array([0.05, 0.1, 0.2, 0.4, 0.05])
     A = dirichlet_topic_topic(alpha)
