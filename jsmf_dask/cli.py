@@ -157,12 +157,25 @@ def _run_evaluate(args: argparse.Namespace) -> list[str]:
                 lines.append(f"{name:<16} {label:<12} " + " ".join(
                     f"{'n/a':>13}" if v is None else f"{v:>13.4g}" for v in vals))
     if out.get("heldout_fraction"):
-        lines.append(f"held-out perplexity (document completion, fraction {out['heldout_fraction']}):")
+        lines.append(f"held-out perplexity (document completion, fraction {out['heldout_fraction']}; ± its standard "
+                     "error; gap: log likelihood per token below the best model's, ± the paired standard error):")
         for name, entry in out["models"].items():
-            held = entry.get("heldout", {})
-            value = held.get("perplexity")
-            lines.append(f"{name:<16} " + (f"{value:.1f}" if value is not None else f"n/a: {held.get('notes')}"))
+            lines.append(f"{name:<16} {_heldout_line(entry.get('heldout', {}))}")
     return lines
+
+
+def _heldout_line(held: dict) -> str:
+    """One model's held-out perplexity, its standard error and its paired gap to the best model."""
+    value = held.get("perplexity")
+    if value is None:
+        return f"n/a: {held.get('notes')}"
+    se = held.get("perplexity_se")
+    line = f"{value:.1f}" + (f" ± {se:.1f}" if se is not None else "")
+    if held.get("best_model") is not None and held.get("loglik_gap_to_best") is not None:
+        gap, gap_se = held["loglik_gap_to_best"], held.get("loglik_gap_se")
+        line += ("   best" if gap == 0 and gap_se == 0 else
+                 f"   gap {gap:.4f}" + (f" ± {gap_se:.4f}" if gap_se is not None else ""))
+    return line
 
 
 def _run_compare(args: argparse.Namespace) -> list[str]:

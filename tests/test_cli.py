@@ -216,3 +216,16 @@ def test_the_executable_skips_only_the_interpreter_teardown(tmp_path):
     bad = subprocess.run([sys.executable, "-c", code, "fit", str(tmp_path / "none"), "--topics", "3"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and bad.stderr.startswith("jsmf: error:") and "exit handler ran" in bad.stderr
+
+
+def test_evaluate_prints_each_perplexity_with_its_errors():
+    from jsmf_dask.cli import _heldout_line
+
+    best = {"perplexity": 1698.43, "perplexity_se": 30.81, "best_model": "a", "loglik_gap_to_best": 0.0,
+            "loglik_gap_se": 0.0}
+    other = {"perplexity": 1743.5, "perplexity_se": 34.2, "best_model": "a", "loglik_gap_to_best": 0.02621,
+             "loglik_gap_se": 0.00604}
+    assert _heldout_line(best) == "1698.4 ± 30.8   best"
+    assert _heldout_line(other) == "1743.5 ± 34.2   gap 0.0262 ± 0.0060"
+    assert _heldout_line({"perplexity": 80.1, "perplexity_se": None}) == "80.1"  # one model, one document
+    assert _heldout_line({"perplexity": None, "notes": "saw them"}) == "n/a: saw them"

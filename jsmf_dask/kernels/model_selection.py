@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PerplexityCurve", "perplexity_curve", "recommend_k", "RULE"]
+__all__ = ["PerplexityCurve", "perplexity_curve", "recommend_k", "RULE", "ratio_se", "paired_gap"]
 
 #: How :func:`recommend_k` picks, in words (printed by ``jsmf choose-k`` and stored with its result).
 RULE = ("the smallest K whose validation log likelihood per token is within one paired standard error of the "
@@ -58,13 +58,29 @@ class PerplexityCurve:
                                                          self.loglik_per_token, np.nan)))])
 
 
-def _ratio_se(a: np.ndarray, n: np.ndarray) -> float:
-    """Standard error of the ratio estimator ``Σ a / Σ n`` over documents (first-order, with ``M/(M−1)``)."""
+def ratio_se(a: np.ndarray, n: np.ndarray) -> float:
+    """Standard error of the ratio estimator ``Σ a / Σ n`` over documents (first-order, with ``M/(M−1)``).
+
+    With ``a`` a model's per-document log likelihoods and ``n`` the scored
+    tokens, the standard error of its log likelihood per token (``ℓ``; on the
+    perplexity scale multiply by ``exp(−ℓ)``); NaN below two documents.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
     m = a.size
     if m < 2:
         return float("nan")
     r = a.sum() / n.sum()
     return float(np.sqrt(m / (m - 1) * np.sum((a - r * n) ** 2)) / n.sum())
+
+
+def paired_gap(L_ref: np.ndarray, L: np.ndarray, n: np.ndarray) -> tuple[float, float]:
+    """``ℓ_ref − ℓ`` (log likelihood per token of two models scored on the same documents) and its paired
+    standard error, from the per-document differences (:func:`ratio_se`)."""
+    L_ref = np.asarray(L_ref, dtype=np.float64)
+    L = np.asarray(L, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    return float((L_ref.sum() - L.sum()) / n.sum()), ratio_se(L_ref - L, n)
 
 
 def perplexity_curve(topics, L: np.ndarray, n: np.ndarray) -> PerplexityCurve:
@@ -91,7 +107,7 @@ def perplexity_curve(topics, L: np.ndarray, n: np.ndarray) -> PerplexityCurve:
         raise ValueError("no candidate K has a finite validation log likelihood")
     best = int(np.flatnonzero(finite)[np.argmax(ll[finite])])
     gap = np.where(finite, ll[best] - ll, np.nan)
-    se = np.array([0.0 if j == best else _ratio_se(L[best] - L[j], n) if finite[j] else np.nan
+    se = np.array([0.0 if j == best else ratio_se(L[best] - L[j], n) if finite[j] else np.nan
                    for j in range(topics.size)])
     return PerplexityCurve(topics, np.exp(-ll), ll, gap, se, int(n.size), int(round(n.sum())))
 

@@ -333,8 +333,9 @@ def choose_k(
         models[rec.refined] = (m.arrays["B"], document_prior(m)[0])
     blocks = list_blocks(corpus)
     with _progress.data_in_graph():
-        ((_, n_tok, scores),) = _progress.compute(document_scores_tasks(
+        (scored,) = _progress.compute(document_scores_tasks(
             blocks, store.n_words, DocumentSplit(heldout, validation), models))
+    n_tok, scores = scored.n_tokens, scored.log_likelihood
     if n_tok.sum() == 0:
         raise StoreError(f"{corpus}: the validation documents have no tokens to score (documents of one token)")
     curve = perplexity_curve(topics, np.vstack([scores[r.refined] for r in records]), n_tok)

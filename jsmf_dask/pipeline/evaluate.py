@@ -35,13 +35,21 @@ from jsmf_dask.kernels.metrics import (
     top_words,
 )
 from jsmf_dask.kernels.infer import model_prior
+from jsmf_dask.kernels.model_selection import paired_gap, ratio_se
 from jsmf_dask.io.model_store import low_rank_rectified
 from jsmf_dask.kernels.upper_sparse import symmetric_from_upper
 from jsmf_dask.kernels.metrics import low_rank_partials
-from jsmf_dask.stages.evaluate import codoc_tasks, completion_tasks, corpus_codoc_task, fit_partials_tasks
+from jsmf_dask.stages.evaluate import (
+    DocumentScores,
+    codoc_tasks,
+    corpus_codoc_task,
+    document_scores_tasks,
+    fit_partials_tasks,
+)
 from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS", "heldout_perplexity",
+           "heldout_document_scores",
            "document_prior", "top_word_codocs"]
 
 METRICS = ("recovery", "approximation", "dominancy", "specificity", "dissimilarity", "coherence")
@@ -147,17 +155,34 @@ def _saw_heldout(model: FittedModel, fraction: float) -> str | None:
             f"held out at {fraction}; refit it on a store built with `jsmf cooccur --heldout {fraction}`")
 
 
+def heldout_document_scores(root: str, names: list[str], fraction: float) -> DocumentScores:
+    """Document completion of every held-out document (doc_id hash below ``fraction``) under each model in
+    ``names`` with its own document prior (:func:`document_prior`): per document, in one order for all."""
+    corpus = corpus_dir(root)
+    models = {}
+    for name in names:
+        model = open_model(root, name)
+        models[name] = (model.arrays["B"], document_prior(model)[0])
+    (scores,) = _progress.compute(document_scores_tasks(list_blocks(corpus), read_vocabulary(corpus).num_rows,
+                                                        DocumentSplit(heldout=fraction), models, which="heldout"))
+    if scores.n_tokens.sum() == 0:
+        raise StoreError(f"{corpus}: no held-out document at fraction {fraction}")
+    return scores
+
+
 def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: bool) -> dict[str, dict]:
     """Document-completion log likelihood and perplexity of each model on the held-out documents.
 
-    A model trained with a smaller held-out fraction saw some of these
-    documents: with ``strict`` that is an error, otherwise its entry is null
-    with the reason.
+    Each entry also has the standard error of the model's perplexity over the
+    documents and, when two or more models are scored, the gap of its log
+    likelihood per token to the best model's with the *paired* standard error
+    (the same documents score every model, so the gap is far less noisy than
+    either score: a gap within about two of its standard errors is no measured
+    difference). A model trained with a smaller held-out fraction saw some of
+    these documents: with ``strict`` that is an error, otherwise its entry is
+    null with the reason.
     """
-    corpus = corpus_dir(root)
-    n_words = read_vocabulary(corpus).num_rows
     out: dict[str, dict] = {}
-    scored: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     priors: dict[str, str] = {}
     for name in names:
         model = open_model(root, name)
@@ -167,18 +192,24 @@ def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: 
                 raise InvalidParameterError(why)
             out[name] = {"log_likelihood_per_word": None, "perplexity": None, "notes": why}
             continue
-        alpha, priors[name] = document_prior(model)
-        scored[name] = (model.arrays["B"], alpha)
-    if scored:
-        (totals,) = _progress.compute(completion_tasks(list_blocks(corpus), n_words, fraction, scored))
-        for name, (ll, n_tok, n_floor, n_docs) in totals.items():
-            if n_tok == 0:
-                raise StoreError(f"{corpus}: no held-out document at fraction {fraction}")
-            per_word = float(ll / n_tok)
-            out[name] = {"log_likelihood_per_word": per_word, "perplexity": math.exp(-per_word),
-                         "n_docs": int(n_docs), "n_tokens": int(n_tok), "n_floored": int(n_floor),
-                         "document_prior": priors[name]}
-    return out
+        priors[name] = document_prior(model)[1]
+    if not priors:
+        return out
+    scores = heldout_document_scores(root, list(priors), fraction)
+    n = scores.n_tokens
+    per_word = {name: float(L.sum() / n.sum()) for name, L in scores.log_likelihood.items()}
+    finite = [name for name in per_word if math.isfinite(per_word[name])]
+    best = max(finite, key=per_word.get) if len(finite) > 1 else None
+    for name, L in scores.log_likelihood.items():
+        entry = {"log_likelihood_per_word": per_word[name], "perplexity": math.exp(-per_word[name]),
+                 "perplexity_se": math.exp(-per_word[name]) * ratio_se(L, n),
+                 "n_docs": int(n.size), "n_tokens": int(round(n.sum())), "n_floored": int(scores.n_floored[name]),
+                 "document_prior": priors[name]}
+        if best is not None and name in finite:
+            gap, se = paired_gap(scores.log_likelihood[best], L, n)
+            entry |= {"best_model": best, "loglik_gap_to_best": gap, "loglik_gap_se": se if name != best else 0.0}
+        out[name] = {key: (_finite(v) if isinstance(v, float) else v) for key, v in entry.items()}
+    return {name: out[name] for name in names}
 
 
 def evaluate(root: str, *, models: list[str] | None = None, heldout: float | None = None) -> dict[str, Any]:
@@ -275,6 +306,10 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
                        "theta inferred by variational Bayes under the model's B and document prior from a random "
                        "half of each document's tokens, log sum_k theta_k B_wk of the other half per token "
                        f"(floored at {PROBABILITY_FLOOR}); perplexity = exp(-log likelihood per token)",
+            "heldout_errors": "perplexity_se: the standard error of the perplexity over the held-out documents "
+                              "(ratio estimator, first order); loglik_gap_to_best: the best model's log likelihood "
+                              "per token minus this one's, loglik_gap_se its standard error from the per-document "
+                              "differences (paired: every model scores the same documents)",
         },
     }
     write_file(metrics_path(root), json.dumps(out, indent=2, allow_nan=False), root=root)

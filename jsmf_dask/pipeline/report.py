@@ -104,10 +104,12 @@ def _perplexity_table(metrics: dict) -> str:
     for name, entry in metrics["models"].items():
         held = entry.get("heldout")
         if held is not None:
-            rows.append([name, held.get("perplexity"), held.get("log_likelihood_per_word"),
+            rows.append([name, held.get("perplexity"), held.get("perplexity_se"), held.get("log_likelihood_per_word"),
+                         held.get("loglik_gap_to_best"), held.get("loglik_gap_se"),
                          held.get("document_prior") or held.get("notes")])
-    return table_html(["model", "perplexity", "log likelihood per token", "document prior (or why n/a)"], rows,
-                      text_columns=(0, 3))
+    return table_html(["model", "perplexity", "± standard error", "log likelihood per token",
+                       "gap to the best", "± paired standard error", "document prior (or why n/a)"], rows,
+                      text_columns=(0, 6))
 
 
 def _metrics_table(metrics: dict) -> str:
@@ -180,7 +182,9 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
         sections.append(Section("Held-out perplexity", [
             f"Document completion on the {metrics['heldout_fraction']:.0%} of documents held out of training "
             "(doc_id hash): θ inferred from half of each document's tokens, the other half scored; lower is "
-            "better."], _perplexity_table(metrics)))
+            "better. The gap is each model's log likelihood per token below the best model's, with the standard "
+            "error of the per-document differences (every model scores the same documents): a gap within about "
+            "two of its standard errors is no measured difference."], _perplexity_table(metrics)))
 
     anchors = m.arrays.get("anchors", np.zeros(0, dtype=np.int64))
     if anchors.size:

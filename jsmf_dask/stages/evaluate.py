@@ -5,16 +5,17 @@
   partials and the row sums ``p(x)``.
 * :func:`codoc_tasks` — the co-document counts among the topics' top words,
   read from ``D2`` by row blocks.
-* :func:`completion_tasks` — held-out document completion for several
-  models in one pass over the corpus's row groups.
-* :func:`document_scores_tasks` — the same per document, for the
-  validation documents (choosing K compares models document by document).
+* :func:`document_scores_tasks` — document completion of the held-out or
+  the validation documents under several models in one pass over the
+  corpus's row groups, per document and in one order for every model (so
+  models are compared document by document: paired standard errors).
 * :func:`pca_coordinates` — every word's 2-D PCA coordinates of the rows of
   ``C̄`` (the paper's Figure 1), by dask's randomised SVD over the stored chunks.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dask
@@ -25,21 +26,14 @@ from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, read_block
 from jsmf_dask.io.zarr_store import StoredRows, read_entries
-from jsmf_dask.kernels.heldout import (
-    DocumentSplit,
-    completion_log_likelihood,
-    doc_hashes,
-    document_completion,
-    heldout_mask,
-    split_tokens,
-)
+from jsmf_dask.kernels.heldout import DocumentSplit, doc_hashes, document_completion, split_tokens
 from jsmf_dask.kernels.metrics import fit_partials
 from jsmf_dask.stages.infer import block_counts
 
 if TYPE_CHECKING:
     import dask.array as da
 
-__all__ = ["fit_partials_tasks", "codoc_tasks", "corpus_codoc_task", "completion_tasks", "document_scores_tasks",
+__all__ = ["fit_partials_tasks", "codoc_tasks", "corpus_codoc_task", "document_scores_tasks", "DocumentScores",
            "pca_coordinates"]
 
 
@@ -134,74 +128,75 @@ def pca_coordinates(source: StoredRows, *, seed: int = 0) -> da.Array:
     return u * s
 
 
-def _completion_block(block: Block, n_words: int, fraction: float,
-                      models: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
-    table = read_block(block, n_words)
-    held = heldout_mask(table.column("doc_id"), fraction)
-    out = {name: np.zeros(4) for name in models}
-    if not held.any():
-        return out
-    table = table.filter(held)
-    observed, scored = split_tokens(block_counts(table, n_words), doc_hashes(table.column("doc_id")))
-    for name, (B, alpha) in models.items():
-        ll, n_tok, n_floor = completion_log_likelihood(observed, scored, B, alpha)
-        out[name] = np.array([ll, n_tok, n_floor, table.num_rows], dtype=np.float64)
-    return out
+@dataclass(frozen=True)
+class DocumentScores:
+    """Document completion of a set of documents under several models (:func:`document_scores_tasks`).
 
-
-def _sum_completion(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: np.sum([p[name] for p in parts], axis=0) for name in parts[0]}
-
-
-def completion_tasks(blocks: list[Block], n_words: int, fraction: float,
-                     models: dict[str, tuple[np.ndarray, np.ndarray]]) -> dask.delayed:
-    """One delayed ``{model: [log likelihood, scored tokens, floored tokens, documents]}`` over the held-out documents.
-
-    ``models`` maps a name to ``(B, alpha)``: its topics and the document
-    prior used to infer ``θ`` from each document's observed half.
+    Attributes
+    ----------
+    hashes : ndarray of uint64, shape (M,)
+        The scored documents' id hashes, in the order of every array here.
+    n_tokens : ndarray, shape (M,)
+        Scored tokens per document.
+    log_likelihood : dict of str to ndarray, shape (M,)
+        Each model's log likelihood of each document's scored tokens.
+    n_floored : dict of str to int
+        Each model's scored tokens whose probability was below the floor.
     """
-    shared = dask.delayed(models, pure=True)
-    token = tokenize(blocks, n_words, fraction, models)
-    parts = [dask.delayed(_completion_block, pure=True)(b, n_words, fraction, shared,
-                                                       dask_key_name=f"completion-{token}-{i}")
-             for i, b in enumerate(blocks)]
-    while len(parts) > 1:
-        parts = [dask.delayed(_sum_completion, pure=True)(*parts[i : i + 8]) for i in range(0, len(parts), 8)]
-    return parts[0]
+
+    hashes: np.ndarray
+    n_tokens: np.ndarray
+    log_likelihood: dict
+    n_floored: dict
 
 
-def _scores_block(block: Block, n_words: int, split: DocumentSplit,
-                  models: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, dict]:
+def _scores_block(block: Block, n_words: int, split: DocumentSplit, which: str,
+                  models: dict[str, tuple[np.ndarray, np.ndarray]]) -> DocumentScores:
     table = read_block(block, n_words)
     hashes = doc_hashes(table.column("doc_id"))
-    valid = split.masks(hashes=hashes)[1]
-    if not valid.any():
-        return np.zeros(0, np.uint64), np.zeros(0), {name: np.zeros(0) for name in models}
-    table = table.filter(pa.array(valid))
-    observed, scored = split_tokens(block_counts(table, n_words), hashes[valid])
-    out, n_tok = {}, None
+    chosen = split.masks(hashes=hashes)[0 if which == "heldout" else 1]
+    if not chosen.any():
+        return DocumentScores(np.zeros(0, np.uint64), np.zeros(0), {name: np.zeros(0) for name in models},
+                              {name: 0 for name in models})
+    table = table.filter(pa.array(chosen))
+    observed, scored = split_tokens(block_counts(table, n_words), hashes[chosen])
+    ll, floored, n_tok = {}, {}, None
     for name, (B, alpha) in models.items():
-        out[name], n_tok, _ = document_completion(observed, scored, B, alpha)
-    return hashes[valid], n_tok, out
+        ll[name], n_tok, floored[name] = document_completion(observed, scored, B, alpha)
+    return DocumentScores(hashes[chosen], n_tok, ll, floored)
 
 
-def _concat_scores(*parts) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    names = list(parts[0][2])
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            {name: np.concatenate([p[2][name] for p in parts]) for name in names})
+def _concat_scores(*parts: DocumentScores) -> DocumentScores:
+    names = list(parts[0].log_likelihood)
+    return DocumentScores(np.concatenate([p.hashes for p in parts]), np.concatenate([p.n_tokens for p in parts]),
+                          {name: np.concatenate([p.log_likelihood[name] for p in parts]) for name in names},
+                          {name: sum(p.n_floored[name] for p in parts) for name in names})
 
 
 def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSplit,
-                          models: dict[str, tuple[np.ndarray, np.ndarray]]) -> dask.delayed:
-    """One delayed ``(doc hashes, scored tokens, {model: log likelihoods})`` over the validation documents.
+                          models: dict[str, tuple[np.ndarray, np.ndarray]], *,
+                          which: str = "validation") -> dask.delayed:
+    """One delayed :class:`DocumentScores` over the held-out or the validation documents of ``split``.
 
     Document completion (:func:`~jsmf_dask.kernels.heldout.document_completion`)
-    of every validation document of ``split`` under each model, per document and
-    in the same order for every model, so models can be compared document by
-    document. ``models`` maps a name to ``(B, alpha)``.
+    of every such document under each model, per document and in the same order
+    for every model, so models can be compared document by document.
+
+    Parameters
+    ----------
+    blocks : list of Block
+    n_words : int
+    split : DocumentSplit
+    models : dict
+        A name to ``(B, alpha)``: its topics and the document prior used to
+        infer ``θ`` from each document's observed half.
+    which : {'validation', 'heldout'}, default='validation'
     """
+    if which not in ("validation", "heldout"):
+        raise ValueError(f"which must be 'validation' or 'heldout', not {which!r}")
     shared = dask.delayed(models, pure=True)
-    token = tokenize(blocks, n_words, split, models)
-    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, shared, dask_key_name=f"doc-scores-{token}-{i}")
+    token = tokenize(blocks, n_words, split, which, models)
+    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, which, shared,
+                                                    dask_key_name=f"doc-scores-{token}-{i}")
              for i, b in enumerate(blocks)]
     return dask.delayed(_concat_scores, pure=True)(*parts)

@@ -194,7 +194,9 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                 seconds[f"k{k}-sklearn"] = [time.perf_counter() - t0]
                 B = (lda.components_ / lda.components_.sum(axis=1, keepdims=True)).T
                 _store_peer(root, f"k{k}-sklearn", B, np.full(k, float(lda.doc_topic_prior_)), 0.1)
-            metrics = evaluate(root, models=[m for m in seconds if m.startswith(f"k{k}-")])["models"]
+            names = [m for m in seconds if m.startswith(f"k{k}-")]
+            metrics = evaluate(root, models=names)["models"]
+            paired = _paired_to_gibbs(root, names, f"k{k}-gibbs")
             fixed = statistics.median(seconds["ingest"]) + statistics.median(seconds["cooccur"]) + \
                 statistics.median(seconds[f"k{k}-ap"])
             for model, entry in metrics.items():
@@ -206,12 +208,26 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                        "specificity": entry["original_C"].get("specificity"),
                        "dissimilarity": entry["original_C"].get("dissimilarity"),
                        "coherence": entry["original_C"].get("coherence"),
-                       "seconds": own, "end_to_end_seconds": end_to_end}
+                       "seconds": own, "end_to_end_seconds": end_to_end} | paired.get(model, {})
                 if truth is not None:
                     from jsmf_dask import open_model
                     row["B_l1"] = matched_l1(open_model(root, model).arrays["B"], truth)
                 rows.append(row)
     return {"corpus": name, "rows": rows}
+
+
+def _paired_to_gibbs(root: str, names: list[str], gibbs: str) -> dict[str, dict]:
+    """Gibbs's held-out log likelihood per token minus each model's (positive: the model is worse) and its
+    paired standard error (the same documents score both); on the relative perplexity scale to first order."""
+    from jsmf_dask.kernels.model_selection import paired_gap
+    from jsmf_dask.pipeline.evaluate import heldout_document_scores
+
+    if gibbs not in names:
+        return {}
+    scores = heldout_document_scores(root, names, 0.1)
+    L, n = scores.log_likelihood, scores.n_tokens
+    return {name: dict(zip(("loglik_gap_to_gibbs", "loglik_gap_se"), paired_gap(L[gibbs], L[name], n),
+                           strict=True)) for name in names if name != gibbs}
 
 
 def _table(rows: list[dict]) -> str:
@@ -222,6 +238,8 @@ def _table(rows: list[dict]) -> str:
     for r in rows:
         g = gibbs.get(r["K"])
         vs = f"{r['perplexity'] / g['perplexity'] - 1:+.1%}" if g and r["perplexity"] and g["perplexity"] else "n/a"
+        if r.get("loglik_gap_se") is not None and g and g["perplexity"]:  # the paired error, relative (first order)
+            vs += f" ± {r['perplexity'] / g['perplexity'] * r['loglik_gap_se']:.1%}"
         speed = f"{g['seconds'] / r['end_to_end_seconds']:.1f}x" if g and r["method"] not in ("gibbs", "sklearn") \
             else ""
         vals = [r["K"], r["method"], r["perplexity"], vs, r.get("B_l1"), r["specificity"], r["dissimilarity"],

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jsmf_dask.kernels.metrics import npmi_coherence
-from jsmf_dask.kernels.model_selection import perplexity_curve, recommend_k
+from jsmf_dask.kernels.model_selection import paired_gap, perplexity_curve, ratio_se, recommend_k
 
 from ..conftest import examples
 
@@ -29,6 +29,32 @@ def test_perplexity_curve_by_hand():
     se = math.sqrt(3 / 2 * (0.25 + 0.5625 + 0.0625)) / 10
     assert curve.paired_se == pytest.approx([0.0, se], rel=1e-12)
     assert (curve.n_docs, curve.n_tokens) == (3, 10)
+
+
+def test_ratio_se_and_paired_gap_by_hand():
+    n = np.array([2.0, 3.0, 5.0])
+    L_best, L = np.array([-4.0, -6.0, -10.0]), np.array([-4.0, -7.5, -11.0])
+    gap, se = paired_gap(L_best, L, n)
+    assert gap == pytest.approx(0.25)
+    assert se == pytest.approx(math.sqrt(3 / 2 * (0.25 + 0.5625 + 0.0625)) / 10, rel=1e-12)  # as above
+    # one model alone: a = L_best, r = -2, residuals a - r n = [0, 0, 0]: every document scores -2 per token
+    assert ratio_se(L_best, n) == 0.0
+    # residuals of L: r = -2.25, a - r n = [0.5, -0.75, 0.25]
+    assert ratio_se(L, n) == pytest.approx(math.sqrt(3 / 2 * (0.25 + 0.5625 + 0.0625)) / 10, rel=1e-12)
+    assert math.isnan(ratio_se(np.array([-3.0]), np.array([2.0])))  # one document: no spread to measure
+
+
+@given(seed=st.integers(0, 2**32 - 1), n_docs=st.integers(2, 60), shift=st.floats(-1.0, 1.0))
+def test_a_per_token_shift_is_a_gap_without_error(seed, n_docs, shift):
+    """A model whose every document scores ``shift`` per token below another's: the gap is ``shift`` exactly
+    and its paired error 0, however noisy either model's own score is."""
+    rng = np.random.default_rng(seed)
+    n = rng.integers(1, 50, n_docs).astype(np.float64)
+    L = -rng.gamma(5.0, 1.0, n_docs) * n
+    gap, se = paired_gap(L, L - shift * n, n)
+    assert gap == pytest.approx(shift, abs=1e-12)
+    assert se == pytest.approx(0.0, abs=1e-12)
+    assert ratio_se(L, n) >= 0
 
 
 def test_documents_without_scored_tokens_are_ignored():

@@ -117,6 +117,56 @@ def test_the_true_topics_have_lower_perplexity_than_random_ones(lda):
         evaluate(lda, models=["truth", "seen"], heldout=0.2)
 
 
+def test_heldout_scores_carry_their_standard_errors_and_paired_gaps(lda):
+    """Against a slow reference in the test: each held-out document completed under each model one by one
+    (the kernel's per-document scores), the ratio estimator's error and the paired error written out."""
+    from jsmf_dask.kernels.heldout import document_completion
+
+    truth = read_truth(lda)["B"]
+    noisy = 0.8 * truth + 0.2 * np.random.default_rng(1).dirichlet(np.ones(300), size=5).T
+    _store_model(lda, "exact", truth, 0.2)
+    _store_model(lda, "blurred", noisy, 0.2)
+    out = evaluate(lda, models=["exact", "blurred"])["models"]
+    L, n = {"exact": [], "blurred": []}, []
+    for block in list_blocks(corpus_dir(str(lda))):
+        table = read_block(block, 300)
+        held = heldout_mask(table.column("doc_id"), 0.2)
+        table = table.filter(held)
+        rows, cols = [], []
+        for d, (idx, cnt) in enumerate(zip(table.column("word_ids").to_pylist(), table.column("counts").to_pylist(),
+                                          strict=True)):
+            rows += [d] * len(idx)
+            cols += list(zip(idx, cnt, strict=True))
+        X = sps.csr_array(([c for _, c in cols], (rows, [w for w, _ in cols])), shape=(table.num_rows, 300))
+        observed, scored = split_tokens(X, doc_hashes(table.column("doc_id")))
+        for d in range(table.num_rows):  # one document at a time
+            for name, B in (("exact", truth), ("blurred", noisy)):
+                ll, tok, _ = document_completion(observed[[d]], scored[[d]], B, np.full(5, 0.1))
+                L[name].append(ll[0])
+            n.append(tok[0])
+    n = np.array(n)
+    L = {k: np.array(v) for k, v in L.items()}
+    m = len(n)
+    for name in ("exact", "blurred"):
+        held = out[name]["heldout"]
+        per_token = L[name].sum() / n.sum()
+        assert held["perplexity"] == pytest.approx(np.exp(-per_token), rel=1e-10)
+        se = np.sqrt(m / (m - 1) * ((L[name] - per_token * n) ** 2).sum()) / n.sum()
+        assert held["perplexity_se"] == pytest.approx(np.exp(-per_token) * se, rel=1e-8)
+        assert held["best_model"] == "exact"
+    assert out["exact"]["heldout"]["loglik_gap_to_best"] == 0.0 and out["exact"]["heldout"]["loglik_gap_se"] == 0.0
+    diff = L["exact"] - L["blurred"]
+    gap = diff.sum() / n.sum()
+    gap_se = np.sqrt(m / (m - 1) * ((diff - gap * n) ** 2).sum()) / n.sum()
+    blurred = out["blurred"]["heldout"]
+    assert blurred["loglik_gap_to_best"] == pytest.approx(gap, rel=1e-8)
+    assert blurred["loglik_gap_se"] == pytest.approx(gap_se, rel=1e-8)
+    # the same documents score both: the paired error is well below what two independent errors would give
+    own = [out[k]["heldout"]["perplexity_se"] / out[k]["heldout"]["perplexity"] for k in ("exact", "blurred")]
+    assert blurred["loglik_gap_se"] < 0.5 * np.hypot(*own)
+    assert blurred["loglik_gap_to_best"] > 5 * blurred["loglik_gap_se"]  # a blurred truth is measurably worse
+
+
 def test_the_same_documents_are_held_out_after_an_append(parts, tmp_path):  # noqa: F811
     inc = tmp_path / "inc"
     ingest(inc, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=600, row_group_size=60)
