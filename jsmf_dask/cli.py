@@ -122,11 +122,16 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
     result = refine(args.root, model=args.model, **_stage_kwargs(args, "refine"), name=args.name,
                     heldout=args.heldout, overwrite=args.overwrite, on_sweep=progress)
     valid = result.attrs["validation"]
-    score = (f"validation perplexity {valid['start_perplexity']:.1f} -> {valid['final_perplexity']:.1f}"
-             if valid["final_perplexity"] is not None else "no validation documents")
+    if valid["final_perplexity"] is not None:
+        score = f"validation perplexity {valid['start_perplexity']:.1f} -> {valid['final_perplexity']:.1f}"
+    else:
+        score = f"{valid['n_docs']} validation documents" if valid["n_docs"] else "no validation documents"
     kept = result.attrs["returned_state"] - 1
     if kept < result.n_iter:  # the sweeps after the validation documents' best were undone
         score += f"; kept the state after sweep {kept}, their best"
+    if result.attrs.get("refit"):
+        score += (f"; then {result.attrs['refit']['sweeps']} sweep(s) again from the start with the validation "
+                  "documents in training (refit)")
     head = [f"model {result.name}: {result.B.shape[1]} topics refined from {result.source} by {result.n_iter} "
             f"sweep(s) of {result.attrs['params']['method']} (stopped by {result.attrs['stopped']}; {score}); "
             f"written to {result.url} and {topics_path(args.root, result.name)}"]

@@ -256,6 +256,12 @@ PARAMETERS: tuple[Parameter, ...] = (
               "topic-word prior: a symmetric value, or auto (learned by Minka's fixed point)", low=0.0,
               low_open=True, metavar="auto|FLOAT", estimator="topic_word_prior"),
     Parameter("refine", "inner_iterations", "int", 3, "updates per document and sweep at most", low=1, metavar="I"),
+    Parameter("refine", "refit", "choice", "auto",
+              "once the validation documents have chosen the sweeps, run that many again from the same start on "
+              "the training and validation documents together (held-out ones stay unseen): always, never, or "
+              "auto (below 10,000 training documents, where the extra documents measurably help); needs held-out "
+              "documents (they then alone check the result against its start)",
+              choices=("auto", "always", "never")),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "
               "not improved for 3 sweeps; 0: off", low=0.0, high=0.5, metavar="FRACTION",

@@ -236,11 +236,14 @@ MODEL_LAYOUT: dict[str, Any] = {
                      "with rectified_diagonal), read from the store while its provenance equals attrs.cooccurrence "
                      "(after cooccur --update or a rebuild, refit)",
         "source": "refined models: {name, rectifier} of the model refinement started from",
-        "training": "refined models: {n_docs, n_tokens} trained on",
+        "training": "refined models: {n_docs, n_tokens} trained on (with a refit, the validation documents too)",
         "bound_per_word": "refined models: the final bound (VB) or training log likelihood (CVB0) per token",
         "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
         "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto')",
-        "validation_fraction": "refined models: the validation documents' fraction (left out of training)",
+        "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "
+                               "choose when to stop)",
+        "refit": "refined models: {sweeps, n_docs, seconds} of the refit (the chosen sweeps run again from the "
+                 "start on the training and validation documents), or null",
         "validation": "refined models: {n_docs, n_tokens, sample, start_perplexity, final_perplexity} of the "
                       "validation documents scored (a sample of that fraction of them, by id)",
         "heldout": "refined models: {n_tokens, start_perplexity, final_perplexity} of the held-out documents under "

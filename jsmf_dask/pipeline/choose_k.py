@@ -156,7 +156,9 @@ def _fit_k(root: str, k: int, *, rectifier: str, iterations: int, sweeps: int, s
             fit(root, n_topics=k, rectifier=rectifier, iterations=iterations, seed=seed, name=spectral,
                 overwrite=True, warm_start=start)
         t1 = time.perf_counter()
-        result = refine(root, model=spectral, method="cvb0", sweeps=sweeps, name=refined, overwrite=True)
+        # no refit: the validation documents score every K afterwards, so none may train on them
+        result = refine(root, model=spectral, method="cvb0", sweeps=sweeps, name=refined, refit="never",
+                        overwrite=True)
     return KRecord(k, spectral, refined, t1 - t0, time.perf_counter() - t1, int(result.attrs["n_iter"]), False,
                    caught)
 

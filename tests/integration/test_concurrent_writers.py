@@ -51,23 +51,22 @@ def test_two_replacing_commits_are_serialised_so_neither_loses_the_other(tmp_pat
         def unchanged():
             ok = (final / "version").read_text() == "0"
             if label == "a":
-                b_committing.wait(timeout=3)  # B is now at its commit while A is inside its own
+                a_committing.set()  # A is inside its commit (holding the lock, its check passed) ...
+                b_committing.wait(timeout=10)  # ... and B now at its own
                 time.sleep(0.3)
             return ok
 
         try:
             with staged_output(str(final), root=str(root), overwrite=True, unchanged=unchanged) as tmp:
                 Path(tmp, "version").write_text(label)
-                if label == "b":
-                    started_a.wait(timeout=3)
+                if label == "b":  # leave the body (and go to commit) only once A is inside its commit
+                    a_committing.wait(timeout=10)
                     b_committing.set()
-                else:
-                    started_a.set()
             results[label] = "committed"
         except StoreError as err:
             results[label] = str(err)
 
-    started_a = threading.Event()
+    a_committing = threading.Event()
     threads = [threading.Thread(target=writer, args=(x,)) for x in "ab"]
     for t in threads:
         t.start()

@@ -175,6 +175,7 @@ def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
     ({"model": "ap", "eta": "lots"}, InvalidParameterError, r"'eta' parameter of refine must be 'auto' or a float"),
     ({"model": "ap", "alpha": float("nan")}, InvalidParameterError, r"'alpha' parameter of refine"),
     ({"model": "ap", "validation": 0.7}, InvalidParameterError, r"'validation' parameter of refine must be a float"),
+    ({"model": "ap", "refit": "sometimes"}, InvalidParameterError, r"'refit' parameter of refine must be a str among"),
 ])
 def test_bad_parameters_write_nothing(lda_root, refined, kwargs, error, match):
     before = listing(lda_root)
@@ -249,7 +250,7 @@ def test_cvb0_beats_vb_and_the_spectral_start_on_a_plain_lda_corpus(plain_lda_ro
 
 def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     r = refine(plain_lda_root, model="ap", method="cvb0", sweeps=40, tol=1e-12, alpha="auto", eta="auto",
-               name="learned")  # validation: the store's 0.05
+               name="learned", refit="never")  # validation: the store's 0.05
     m = open_model(plain_lda_root, "learned")
     assert m.attrs["params"]["method"] == "cvb0" and m.attrs["stopped"] in ("validation", "sweeps")
     curve = m.trace["validation_perplexity"]
@@ -270,6 +271,39 @@ def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
         "n_docs_validation"]
     assert m.attrs["heldout"]["final_perplexity"] < m.attrs["heldout"]["start_perplexity"]
     assert m.attrs["warnings"] == []
+
+
+def test_refit_runs_the_chosen_sweeps_again_with_the_validation_documents(plain_lda_root, monkeypatch):
+    """After the validation stop, the default refits: the chosen number of sweeps from the same start on the
+    training and validation documents together — the very model refine trains on all of them for that many
+    sweeps — while the held-out documents stay unseen."""
+    import jsmf_dask.pipeline.refine as refine_module
+
+    store = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs
+    held, valid = store["n_docs_heldout"], store["n_docs_validation"]
+    r = refine(plain_lda_root, model="ap", name="refitted")  # 5,000 documents: refit='auto' refits
+    chosen = r.attrs["returned_state"] - 1
+    assert r.attrs["stopped"] == "validation" and chosen >= 1
+    assert r.attrs["refit"]["sweeps"] == chosen and r.attrs["params"]["refit"] == "auto"
+    assert r.attrs["training"]["n_docs"] == r.attrs["refit"]["n_docs"] == 5000 - held
+    assert r.attrs["validation"]["n_docs"] == valid  # they chose the sweeps
+    curve = open_model(plain_lda_root, "refitted").trace["validation_perplexity"]
+    assert curve[-1] == curve[:-1].min()  # the chosen state's score, not one of documents it then trained on
+    import pyarrow.dataset as ds
+
+    doc_topics = ds.dataset(str(plain_lda_root / "model.zarr" / "refitted" / "doc_topics"), format="parquet")
+    assert doc_topics.count_rows() == 5000 - held  # every document but the held-out ones has its weights
+    same = refine(plain_lda_root, model="ap", validation=0, sweeps=chosen, tol=None, refit="never", name="all-docs")
+    np.testing.assert_allclose(r.B, same.B, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(open_model(plain_lda_root, "refitted").arrays["alpha"],
+                               open_model(plain_lda_root, "all-docs").arrays["alpha"], rtol=1e-12)
+    # 'never' keeps the validation documents out; 'auto' does too above REFIT_MAX_DOCS training documents
+    never = refine(plain_lda_root, model="ap", refit="never", name="not-refitted")
+    assert never.attrs["refit"] is None and never.attrs["training"]["n_docs"] == 5000 - held - valid
+    assert never.attrs["returned_state"] == r.attrs["returned_state"]  # the same choice of sweeps
+    monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 4000)
+    assert refine(plain_lda_root, model="ap", name="large", overwrite=True).attrs["refit"] is None
+    assert refine(plain_lda_root, model="ap", name="large", refit="always", overwrite=True).attrs["refit"]
 
 
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
@@ -404,7 +438,7 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
 def test_blocks_kept_between_sweeps_or_read_each_sweep_give_the_same_model(lda_root, monkeypatch, method):
     """A corpus whose prepared blocks fit in memory is read once for all sweeps (and once more by the final
     pass); one that does not is read every sweep, out of core. Same model either way."""
-    import jsmf_dask.pipeline.refine as refine_module
+    import jsmf_dask.pipeline.refine_sweeps as refine_sweeps
     import jsmf_dask.stages.refine as stages
 
     from jsmf_dask.io.parquet import corpus_dir, list_blocks
@@ -416,7 +450,7 @@ def test_blocks_kept_between_sweeps_or_read_each_sweep_give_the_same_model(lda_r
     with dask.config.set(scheduler="threads"):
         kept = refine(lda_root, model="ap", method=method, sweeps=4, tol=None, validation=0, name=f"kept-{method}")
         n_kept = len(reads)
-        monkeypatch.setattr(refine_module, "PREPARED_MEMORY_SHARE", 0.0)  # nothing fits: read every sweep
+        monkeypatch.setattr(refine_sweeps, "PREPARED_MEMORY_SHARE", 0.0)  # nothing fits: read every sweep
         again = refine(lda_root, model="ap", method=method, sweeps=4, tol=None, validation=0,
                        name=f"reread-{method}")
     assert n_blocks > 1 and kept.n_iter == again.n_iter == 4
