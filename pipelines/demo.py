@@ -89,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"== topics (anchor word in brackets; fit took {fit_seconds:.0f} s, "
           f"final eigen-residual {model.attrs['final_eig_residual']:.1e})")
     print("\n".join(model.lines(12)))
-    print(f"== refined topics ({refined.n_iter} sweeps in {refine_seconds:.0f} s; top-10 words gained +[...] and "
-          "lost -[...] per topic)")
+    refit = refined.attrs.get("refit")
+    again = f", then {refit['sweeps']} again with the validation papers in training" if refit else ""
+    print(f"== refined topics ({refined.n_iter} sweeps{again}, {refine_seconds:.0f} s; top-10 words gained +[...] "
+          "and lost -[...] per topic)")
     print("\n".join(refined.lines(12)))
     print("\n".join(refined.changes()))
     print(f"models: {model.url}, {refined.url}; topics: {args.root}/topics/")
