@@ -306,6 +306,19 @@ def test_refit_runs_the_chosen_sweeps_again_with_the_validation_documents(plain_
     assert refine(plain_lda_root, model="ap", name="large", refit="always", overwrite=True).attrs["refit"]
 
 
+def test_cli_refine_says_it_refitted(plain_lda_root, capsys):
+    from jsmf_dask.cli import main
+
+    argv = ["refine", str(plain_lda_root), "--model", "ap", "--name", "cli-refit", "--scheduler", "synchronous",
+            "--quiet"]
+    assert main(argv) == 0
+    chosen = open_model(plain_lda_root, "cli-refit").attrs["refit"]["sweeps"]
+    assert f"then {chosen} sweep(s) again from the start with the validation documents in training (refit)" \
+        in capsys.readouterr().out
+    assert main([*argv[:5], "cli-never", *argv[6:], "--refit", "never"]) == 0
+    assert "(refit)" not in capsys.readouterr().out
+
+
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
     import jsmf_dask.pipeline.refine as refine_module
 
@@ -393,6 +406,7 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     (["--alpha", "-0.1"], 2, "argument --alpha: expected 'auto' or a float > 0, got '-0.1'"),
     (["--eta", "lots"], 2, "argument --eta: expected 'auto' or a float > 0, got 'lots'"),
     (["--validation", "0.05"], 1, "jsmf: error: --validation (0.05) asks to stop by documents that"),
+    (["--refit", "sometimes"], 2, "argument --refit: invalid choice: 'sometimes'"),
 ])
 def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, message, capsys):
     from jsmf_dask.cli import main
