@@ -181,7 +181,7 @@ def refine(
         measurably helps (the refit costs as much as the first run).
     overwrite : bool, default=False
     on_sweep : callable, optional
-        Called with a :class:`SweepRecord` after each sweep (progress).
+        Called with a :class:`SweepRecord` after each sweep, the refit's too (``phase`` 'refit') (progress).
 
     Returns
     -------
@@ -240,8 +240,8 @@ def refine(
             fs, path = get_fs(d)
             fs.makedirs(path, exist_ok=True)
         with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
-            run = run_sweeps(prepared, params, counts, priors, scratch, sweeps=sweeps, tol=tol, stop_by_validation=True,
-                          on_sweep=on_sweep)
+            run = run_sweeps(prepared, params, counts, priors, scratch, sweeps=sweeps, tol=tol,
+                             stop_by_validation=True, on_sweep=on_sweep)
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
         records, counts, params, stopped, best_sweep = run.records, run.counts, run.params, run.stopped, run.best_sweep
@@ -254,7 +254,8 @@ def refine(
             counts, params = start(DocumentSplit(heldout, 0.0))
             with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
                 again = run_sweeps(prepared, params, counts, priors, scratch, sweeps=chosen_sweeps, tol=None,
-                                stop_by_validation=False, first=len(records) + 1)
+                                   stop_by_validation=False, first=len(records) + 1, phase="refit",
+                                   on_sweep=on_sweep)
             counts, params = again.counts, again.params
             last_state = gamma_dir(scratch, len(records) + chosen_sweeps)
             refit_record = {"sweeps": chosen_sweeps, "n_docs": again.total.n_docs,

@@ -46,11 +46,12 @@ class SweepRecord:
     alpha_sum: float  # α₀ used in this sweep
     eta: float  # η used in this sweep
     topics: np.ndarray | None = None  # B after this sweep, N×K
+    phase: str = "refine"  # or 'refit': the chosen sweeps again, with the validation documents in training
 
     def line(self) -> str:
         valid = "" if math.isnan(self.validation_perplexity) else \
             f"validation perplexity {self.validation_perplexity:.1f} before it, "
-        return (f"refine sweep {self.sweep}/{self.of}: {valid}relative change {self.relative_change:.3g}, "
+        return (f"{self.phase} sweep {self.sweep}/{self.of}: {valid}relative change {self.relative_change:.3g}, "
                 f"alpha sum {self.alpha_sum:.3g}, eta {self.eta:.3g}, "
                 f"{self.inner_iterations:.1f} inner iterations per document, {self.seconds:.1f} s")
 
@@ -69,8 +70,8 @@ class SweepRun:
 
 
 def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, priors: tuple, scratch: str, *, sweeps: int,
-            tol: float | None, stop_by_validation: bool, first: int = 1,
-            on_sweep: Callable[[SweepRecord], None] | None = None) -> SweepRun:
+               tol: float | None, stop_by_validation: bool, first: int = 1, phase: str = "refine",
+               on_sweep: Callable[[SweepRecord], None] | None = None) -> SweepRun:
     """Up to ``sweeps`` sweeps from ``counts``: the documents' states go to ``gamma_dir(scratch, first + i)``
     (the first sweep starts every document afresh). Stops on ``tol`` and, with ``stop_by_validation``, when the
     validation documents stop improving (then returns the best state they saw)."""
@@ -101,7 +102,7 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, priors: tuple,
         counts = total.counts
         rec = SweepRecord(i + 1, sweeps, entering, change, total.iterations / total.n_docs,
                           time.perf_counter() - t0, validation_perplexity(total), float(params.alpha.sum()), params.eta,
-                          collapsed_topics(counts, params.eta))
+                          collapsed_topics(counts, params.eta), phase)
         records.append(rec)
         if on_sweep is not None:
             on_sweep(rec)

@@ -105,8 +105,8 @@ def our_pipeline(docword: Path, run: str, truth: np.ndarray, args) -> dict:
              if v is not None}  # the others: the library's defaults
     staged("refine", args.workers, lambda: refine(
         run, model=spectral.name, sweeps=args.sweeps, overwrite=True, **given,
-        on_sweep=lambda r: sweeps.append({"sweep": r.sweep, "seconds": r.seconds, "B_l1": error(r.topics),
-                                          "inner_iterations": r.inner_iterations})), rows)
+        on_sweep=lambda r: sweeps.append({"phase": r.phase, "sweep": r.sweep, "seconds": r.seconds,
+                                          "B_l1": error(r.topics), "inner_iterations": r.inner_iterations})), rows)
     return {"rows": rows, "spectral_B_l1": error(spectral.B), "sweeps": sweeps}
 
 

@@ -281,8 +281,12 @@ def test_refit_runs_the_chosen_sweeps_again_with_the_validation_documents(plain_
 
     store = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs
     held, valid = store["n_docs_heldout"], store["n_docs_validation"]
-    r = refine(plain_lda_root, model="ap", name="refitted")  # 5,000 documents: refit='auto' refits
+    seen = []
+    r = refine(plain_lda_root, model="ap", name="refitted", on_sweep=seen.append)  # 5,000 documents: auto refits
     chosen = r.attrs["returned_state"] - 1
+    # progress: every sweep of both runs, the refit's named so
+    assert [rec.phase for rec in seen] == ["refine"] * r.n_iter + ["refit"] * chosen
+    assert seen[-1].line().startswith(f"refit sweep {chosen}/{chosen}: relative change")
     assert r.attrs["stopped"] == "validation" and chosen >= 1
     assert r.attrs["refit"]["sweeps"] == chosen and r.attrs["params"]["refit"] == "auto"
     assert r.attrs["training"]["n_docs"] == r.attrs["refit"]["n_docs"] == 5000 - held
