@@ -158,11 +158,16 @@ def _saw_heldout(model: FittedModel, fraction: float) -> str | None:
 def heldout_document_scores(root: str, names: list[str], fraction: float) -> DocumentScores:
     """Document completion of every held-out document (doc_id hash below ``fraction``) under each model in
     ``names`` with its own document prior (:func:`document_prior`): per document, in one order for all."""
-    corpus = corpus_dir(root)
     models = {}
     for name in names:
         model = open_model(root, name)
         models[name] = (model.arrays["B"], document_prior(model)[0])
+    return _heldout_scores(root, models, fraction)
+
+
+def _heldout_scores(root: str, models: dict[str, tuple[np.ndarray, np.ndarray]], fraction: float) -> DocumentScores:
+    """:func:`heldout_document_scores` of models given as ``name -> (B, alpha)``."""
+    corpus = corpus_dir(root)
     (scores,) = _progress.compute(document_scores_tasks(list_blocks(corpus), read_vocabulary(corpus).num_rows,
                                                         DocumentSplit(heldout=fraction), models, which="heldout"))
     if scores.n_tokens.sum() == 0:
@@ -184,6 +189,7 @@ def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: 
     """
     out: dict[str, dict] = {}
     priors: dict[str, str] = {}
+    scored: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in names:
         model = open_model(root, name)
         why = _saw_heldout(model, fraction)
@@ -192,10 +198,11 @@ def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: 
                 raise InvalidParameterError(why)
             out[name] = {"log_likelihood_per_word": None, "perplexity": None, "notes": why}
             continue
-        priors[name] = document_prior(model)[1]
-    if not priors:
+        alpha, priors[name] = document_prior(model)
+        scored[name] = (model.arrays["B"], alpha)
+    if not scored:
         return out
-    scores = heldout_document_scores(root, list(priors), fraction)
+    scores = _heldout_scores(root, scored, fraction)
     n = scores.n_tokens
     per_word = {name: float(L.sum() / n.sum()) for name, L in scores.log_likelihood.items()}
     finite = [name for name in per_word if math.isfinite(per_word[name])]

@@ -162,7 +162,8 @@ def refine(
         ``1 − validation``, never held-out ones): they are left out of the
         sweeps and scored by document completion in each sweep, and refine
         stops when their perplexity has not improved for
-        :data:`~jsmf_dask.pipeline.refine_sweeps.PATIENCE` sweeps. Default: the fraction ``cooc.zarr`` left out
+        :data:`~jsmf_dask.pipeline.refine_sweeps.PATIENCE` sweeps. Default: the
+        fraction ``cooc.zarr`` left out
         (``jsmf cooccur --validation``), none when it left out none; another
         non-zero value is an error (the spectral model saw those documents,
         so their score would flatter it); 0 turns it off.
@@ -233,14 +234,13 @@ def refine(
         return topics_from_model(B0, shares, tokens * trained, 0.0), params
 
     counts, params = start(DocumentSplit(heldout, validation))
-    priors = (alpha, eta)
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         scratch = join(tmp, "_scratch")
         for d in (gamma_dir(scratch, 0), gamma_dir(scratch, 1), join(tmp, "doc_topics")):
             fs, path = get_fs(d)
             fs.makedirs(path, exist_ok=True)
         with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
-            run = run_sweeps(prepared, params, counts, priors, scratch, sweeps=sweeps, tol=tol,
+            run = run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=eta, sweeps=sweeps, tol=tol,
                              stop_by_validation=True, on_sweep=on_sweep)
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
@@ -253,8 +253,8 @@ def refine(
             t0 = time.perf_counter()
             counts, params = start(DocumentSplit(heldout, 0.0))
             with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
-                again = run_sweeps(prepared, params, counts, priors, scratch, sweeps=chosen_sweeps, tol=None,
-                                   stop_by_validation=False, first=len(records) + 1, phase="refit",
+                again = run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=eta, sweeps=chosen_sweeps,
+                                   tol=None, stop_by_validation=False, first=len(records) + 1, phase="refit",
                                    on_sweep=on_sweep)
             counts, params = again.counts, again.params
             last_state = gamma_dir(scratch, len(records) + chosen_sweeps)

@@ -58,7 +58,7 @@ class SweepRecord:
 
 @dataclass
 class SweepRun:
-    """What :func:`_sweeps` ends with: its records, the state it returns and the last sweep's sums."""
+    """What :func:`run_sweeps` ends with: its records, the state it returns and the last sweep's sums."""
 
     records: list[SweepRecord]
     counts: np.ndarray
@@ -69,13 +69,13 @@ class SweepRun:
     total: object  # the last sweep's BlockSums
 
 
-def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, priors: tuple, scratch: str, *, sweeps: int,
+def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, *, alpha, eta, sweeps: int,
                tol: float | None, stop_by_validation: bool, first: int = 1, phase: str = "refine",
                on_sweep: Callable[[SweepRecord], None] | None = None) -> SweepRun:
     """Up to ``sweeps`` sweeps from ``counts``: the documents' states go to ``gamma_dir(scratch, first + i)``
     (the first sweep starts every document afresh). Stops on ``tol`` and, with ``stop_by_validation``, when the
-    validation documents stop improving (then returns the best state they saw)."""
-    alpha, eta = priors
+    validation documents stop improving (then returns the best state they saw). ``alpha``, ``eta``: refine's
+    own (``'auto'`` learns that prior between sweeps)."""
     method = params.method
     records: list[SweepRecord] = []
     stopped = "sweeps"
@@ -97,11 +97,12 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, priors: tuple,
         else:
             entering = total.bound / total.n_tokens
         change = float(np.linalg.norm(total.counts - counts) / np.linalg.norm(counts))
-        if validation_perplexity(total) < best[0]:  # this sweep scored the state it entered with
-            best = (validation_perplexity(total), i + 1, counts, params)
+        scored = validation_perplexity(total)  # of the state this sweep entered with
+        if scored < best[0]:
+            best = (scored, i + 1, counts, params)
         counts = total.counts
         rec = SweepRecord(i + 1, sweeps, entering, change, total.iterations / total.n_docs,
-                          time.perf_counter() - t0, validation_perplexity(total), float(params.alpha.sum()), params.eta,
+                          time.perf_counter() - t0, scored, float(params.alpha.sum()), params.eta,
                           collapsed_topics(counts, params.eta), phase)
         records.append(rec)
         if on_sweep is not None:
