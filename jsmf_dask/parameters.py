@@ -259,8 +259,8 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("refine", "refit", "choice", "auto",
               "once the validation documents have chosen the sweeps, run that many again from the same start on "
               "the training and validation documents together (held-out ones stay unseen): always, never, or "
-              "auto (below 10,000 training documents, where the extra documents measurably help); needs held-out "
-              "documents (they then alone check the result against its start)",
+              "auto (below 2,500 training documents, where the extra documents measurably help); without held-out "
+              "documents, the start is checked against the state the validation documents chose, before the refit",
               choices=("auto", "always", "never")),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "

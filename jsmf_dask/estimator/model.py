@@ -80,8 +80,9 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     validation_fraction : float, default=0.05
         Documents (by the hash of their row number) left out of ``C`` and of the
         refinement's sweeps, scored each sweep; refinement stops when they stop
-        improving. 0: no validation documents (refinement runs ``refine_sweeps``
-        or stops by its tolerance).
+        improving and then, below 2,500 documents, runs the sweeps it chose
+        again with them in training (``refine``'s refit). 0: no validation
+        documents (refinement runs ``refine_sweeps`` or stops by its tolerance).
     random_state : int or None, default=0
         Seed of the eigensolver's start block and DC's permutations (None: 0;
         the fit is deterministic either way).

@@ -4,9 +4,9 @@ The spectral model's ``B`` gives the starting expected word–topic counts
 ``W = n_tokens · B · diag(p(k))`` (``p(k)``: each topic's share of the words);
 sweeps of batch CVB0 (:mod:`jsmf_dask.kernels.collapsed`, the default) or batch
 variational Bayes (:mod:`jsmf_dask.kernels.variational`, ``λ = η + W``) run
-until a stop (:mod:`jsmf_dask.pipeline.refine_sweeps`), then — with a held-out
-split, below :data:`REFIT_MAX_DOCS` documents — the chosen sweeps again on the
-training and validation documents together (the refit). The result is stored
+until a stop (:mod:`jsmf_dask.pipeline.refine_sweeps`), then — below
+:data:`REFIT_MAX_DOCS` documents — the chosen sweeps again on the training and
+validation documents together (the refit). The result is stored
 like any other model (``B`` = ``W + η`` with normalised columns, ``A`` from
 the documents' expected topic counts, no anchors), so ``evaluate``,
 ``compare``, ``report`` and ``infer`` read it unchanged; it also holds
@@ -176,8 +176,10 @@ def refine(
         Once the validation documents have chosen the sweeps (the state
         returned), run that many sweeps again from the same start on the
         training and validation documents together, so the model learns from
-        them too; the held-out documents stay unseen and alone check the
-        result against the start (no refit without them). ``'auto'``: below
+        them too. The held-out documents stay unseen and check the result
+        against the start; without a held-out split, the validation documents'
+        scores of the start and of the chosen state (before the refit) do.
+        ``'auto'``: below
         :data:`REFIT_MAX_DOCS` training documents, where the 5% more data
         measurably helps (the refit costs as much as the first run).
     overwrite : bool, default=False
@@ -248,7 +250,7 @@ def refine(
         last_state = gamma_dir(scratch, len(records))
         chosen_sweeps = best_sweep - 1
         refit_record = None
-        if _refits(refit, heldout, validation, chosen_sweeps, n_rows * (1.0 - heldout - validation)):
+        if _refits(refit, validation, chosen_sweeps, n_rows * (1.0 - heldout - validation)):
             # the validation documents chose the sweeps; now they train too: that many sweeps from the same start
             t0 = time.perf_counter()
             counts, params = start(DocumentSplit(heldout, 0.0))
@@ -285,7 +287,8 @@ def refine(
                           for ll in (final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0))]
         if final.heldout_tokens:
             warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method, "held-out")
-        else:  # no held-out split: the validation documents (unseen by the start too) tell the same
+        else:  # no held-out split: the validation documents (unseen by the start too; by the chosen state too,
+            # whose score the curve ends with when refitted) tell the same
             warning = _worse_than_start(validation_curve[0], validation_curve[-1], model, method, "validation")
         # the bound entering sweep s+1 is the bound after sweep s; the last comes from the final pass
         after = [r.bound_per_word for r in records[1:]] + [final_bound]
@@ -345,17 +348,17 @@ def refine(
     return result
 
 
-#: ``refit='auto'`` refits below this many training documents. Measured (session 18, benchmarks README): the
-#: validation documents' 5% more data lowered held-out perplexity by 0.20–0.46% (1.5–4.3 paired errors) on six
-#: of eight (real corpus, K) of 0.5k–2.2k training documents (Reuters, 349: within its error either way), and
-#: by 0.01% ± 0.01% on a synthetic one of 17k, where it cost 2.6 s more; untried between.
-REFIT_MAX_DOCS = 10000
+#: ``refit='auto'`` refits below this many training documents, where the gain is worth doubling refine's time.
+#: Measured (sessions 18–19, benchmarks README): the validation documents' 5% more data lowered held-out
+#: perplexity by 0.13–0.46% on the real corpora of 0.5k–2.2k training documents (Reuters, 349: within its error
+#: either way), by 0.11% on a synthetic one of 2.7k (where it cost 0.5 s of `jsmf topics`' 3.6 s, the 3k
+#: laptop route) and by 0.01% ± 0.01% on one of 17k.
+REFIT_MAX_DOCS = 2500
 
 
-def _refits(refit: str, heldout: float, validation: float, chosen_sweeps: int, training_docs: float) -> bool:
-    """Whether refine runs its chosen sweeps again with the validation documents (see ``refit``): only with a
-    held-out split, which then alone checks the refined model against its start."""
-    if refit == "never" or not validation or not heldout or chosen_sweeps < 1:
+def _refits(refit: str, validation: float, chosen_sweeps: int, training_docs: float) -> bool:
+    """Whether refine runs its chosen sweeps again with the validation documents (see ``refit``)."""
+    if refit == "never" or not validation or chosen_sweeps < 1:
         return False
     return refit == "always" or training_docs < REFIT_MAX_DOCS
 

@@ -282,7 +282,8 @@ def test_refit_runs_the_chosen_sweeps_again_with_the_validation_documents(plain_
     store = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs
     held, valid = store["n_docs_heldout"], store["n_docs_validation"]
     seen = []
-    r = refine(plain_lda_root, model="ap", name="refitted", on_sweep=seen.append)  # 5,000 documents: auto refits
+    monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 5000)  # 4,250-odd training documents: auto refits
+    r = refine(plain_lda_root, model="ap", name="refitted", on_sweep=seen.append)
     chosen = r.attrs["returned_state"] - 1
     # progress: every sweep of both runs, the refit's named so
     assert [rec.phase for rec in seen] == ["refine"] * r.n_iter + ["refit"] * chosen
@@ -310,12 +311,32 @@ def test_refit_runs_the_chosen_sweeps_again_with_the_validation_documents(plain_
     assert refine(plain_lda_root, model="ap", name="large", refit="always", overwrite=True).attrs["refit"]
 
 
+def test_refit_without_a_heldout_split_is_checked_by_the_chosen_state(tmp_path):
+    """`jsmf topics` and the estimator's fit(X) leave validation documents out but hold none out: refine still
+    refits, and checks the result against its start by the validation documents' scores of the start and of the
+    chosen state — taken before the refit trained on them."""
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(tmp_path, n_docs=2000, n_words=200, n_topics=4, doc_length=50, seed=7, topics_from="dirichlet",
+              beta=0.05, row_group_size=500)
+        cooccur(tmp_path, validation=0.1)
+        fit(tmp_path, n_topics=4, name="ap", min_anchor_df=5)
+        r = refine(tmp_path, model="ap", name="refitted")
+    chosen = r.attrs["returned_state"] - 1
+    assert r.attrs["heldout"]["n_tokens"] == 0 and r.attrs["stopped"] == "validation" and chosen >= 1
+    assert r.attrs["refit"]["sweeps"] == chosen
+    assert r.attrs["training"]["n_docs"] == r.attrs["refit"]["n_docs"] == 2000  # the validation documents too
+    curve = open_model(tmp_path, "refitted").trace["validation_perplexity"]
+    assert r.attrs["validation"]["final_perplexity"] == curve[-1] == curve[:-1].min()
+    assert r.attrs["validation"]["final_perplexity"] < r.attrs["validation"]["start_perplexity"]
+    assert r.attrs["warnings"] == []
+
+
 def test_cli_refine_says_it_refitted(plain_lda_root, capsys):
     from jsmf_dask.cli import main
 
     argv = ["refine", str(plain_lda_root), "--model", "ap", "--name", "cli-refit", "--scheduler", "synchronous",
             "--quiet"]
-    assert main(argv) == 0
+    assert main([*argv, "--refit", "always"]) == 0
     chosen = open_model(plain_lda_root, "cli-refit").attrs["refit"]["sweeps"]
     assert f"then {chosen} sweep(s) again from the start with the validation documents in training (refit)" \
         in capsys.readouterr().out
