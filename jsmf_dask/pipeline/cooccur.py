@@ -352,7 +352,7 @@ def _compressed(root: str, blocks, words: list[str], split: DocumentSplit, rank:
     with staged_output(cooc_path(root), root=root, overwrite=overwrite) as tmp:
         client = _progress.active_client()
         scaled = scaled_blocks(blocks, n_words, split)
-        scaled = client.persist(scaled) if client is not None else list(
+        scaled = list(client.persist(scaled)) if client is not None else list(
             dask.persist(*scaled, scheduler=dask.config.get("scheduler", None) or "threads"))
         manifest = [dask.delayed(file_manifest, pure=True)(u) for u in shards]
         (summary, hashes), manifest = _progress.compute(block_totals(scaled), manifest)
@@ -378,7 +378,7 @@ def _compressed(root: str, blocks, words: list[str], split: DocumentSplit, rank:
         eig = top_eigenpairs(matmat, n_words, rank, tol=eig_tol, check_every=COMPRESSED_CHECK_EVERY,
                              rng=np.random.default_rng(0))
         row_sums = matmat(np.ones((n_words, 1)))[:, 0]  # p(w) exactly (specificity), one more pass
-        del scaled
+        scaled.clear()  # the persisted blocks are released on the workers once no reference remains
         write_compressed(tmp, eig.values, eig.vectors, tile_size)
         group = zarr.open_group(zarr_store(tmp), mode="r+")
         group["D1"][:] = summary.doc_freq
