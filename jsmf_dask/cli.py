@@ -417,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.run_config = topics_config(
                 args.inputs, args.root, args.n_topics, heldout=args.heldout, iterations=args.iterations,
                 ingest={"vocab_size": args.vocab_size or TOPICS_VOCAB_SIZE, "format": args.format,
-                        "encoding": args.encoding})
+                        "encoding": args.encoding, **({"labels": args.labels} if args.labels else {})})
         if args.command in _LOCAL_ONLY:
             lines = _COMMANDS[args.command](args)
         else:

@@ -370,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", dest="root", required=True, metavar="ROOT", help="run root (a local path or URL)")
     p.add_argument("--format", choices=INPUT_FORMATS, default="auto", help="as for ingest (default: auto)")
     p.add_argument("--encoding", default="utf-8", help="as for ingest (default: utf-8)")
+    p.add_argument("--labels", metavar="FILE",
+                   help="as for ingest: CSV (or .tsv) of item id, then its label (e.g. MovieLens movies.csv); the "
+                   "topics show the labels instead of bare ids")
     p.add_argument("--vocab-size", type=parameter("ingest", "vocab_size").parse,
                    metavar="N", help=f"words kept by tf-idf rank (default: {TOPICS_VOCAB_SIZE}, or every word of a "
                    "corpus with fewer)")

@@ -229,3 +229,27 @@ def test_evaluate_prints_each_perplexity_with_its_errors():
     assert _heldout_line(other) == "1743.5 ± 34.2   gap 0.0262 ± 0.0060"
     assert _heldout_line({"perplexity": 80.1, "perplexity_se": None}) == "80.1"  # one model, one document
     assert _heldout_line({"perplexity": None, "notes": "saw them"}) == "n/a: saw them"
+
+
+def test_topics_shows_item_labels(tmp_path, capsys):
+    """`jsmf topics --labels`: ratings in, the refined topics out by film title, titles kept apart by ' | '."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = ["userId,movieId,rating"]
+    for user in range(400):  # two tastes: movies 1-6 or movies 7-12
+        first = 1 if user % 2 else 7
+        rows += [f"u{user},{m},5" for m in rng.choice(np.arange(first, first + 6), size=4, replace=False)]
+    (tmp_path / "ratings.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "movies.csv").write_text("movieId,title\n" + "".join(f'{m},"Movie {m}, The"\n' for m in range(1, 13)))
+    argv = ["topics", str(tmp_path / "ratings.csv"), "--format", "ratings", "--topics", "2",
+            "--out", str(tmp_path / "run"), "--labels", str(tmp_path / "movies.csv"), *LOCAL]
+    assert main(argv) == 0
+    topics = capsys.readouterr().out.splitlines()[1:3]
+    for line in topics:  # each topic: twenty titles (the twelve films, then ties), one taste's six first
+        titles = line[4:].split(" | ")
+        assert all(t.startswith("Movie ") and t.endswith(", The") for t in titles)
+        first_six = {int(t.split()[1].rstrip(",")) for t in titles[:6]}
+        assert first_six in ({1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12})
+    assert main([*argv[:-5], "--labels", str(tmp_path / "missing.csv"), "--force", *LOCAL]) == 1
+    assert "missing.csv" in capsys.readouterr().err

@@ -24,8 +24,8 @@ from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence
 from jsmf_dask.stages.rectify import RectifyParams
 
-__all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "default_name", "convergence_issues",
-           "model_attrs", "low_rank_arrays", "low_rank_attrs", "write_topics", "topics_json"]
+__all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "word_separator", "default_name",
+           "convergence_issues", "model_attrs", "low_rank_arrays", "low_rank_attrs", "write_topics", "topics_json"]
 
 
 def default_name(n_topics: int, rectifier: str) -> str:
@@ -33,14 +33,22 @@ def default_name(n_topics: int, rectifier: str) -> str:
     return f"k{n_topics}-{rectifier}"
 
 
+def word_separator(words: list[str]) -> str:
+    """What separates words in a line: a space, or `` | `` when a word of the vocabulary as shown holds a space
+    (item labels such as film titles, which spaces alone would run together)."""
+    return " | " if any(" " in w for w in words) else " "
+
+
 def topic_labels(B: np.ndarray, anchors: np.ndarray, words: list[str], n: int = 3) -> list[str]:
-    """A name per topic: its anchor word in brackets (a model with anchors), then its ``n`` most probable words.
+    """A name per topic: its anchor word in brackets (a model with anchors), then its ``n`` most probable words
+    (:func:`word_separator`).
 
     ``words`` are the words as shown (:func:`~jsmf_dask.io.parquet.display_words`: with item labels,
     ``ingest(labels=...)``, those labels, e.g. film titles).
     """
     order = np.argsort(-B, axis=0, kind="stable")[:n]
-    return [(f"[{words[anchors[k]]}] " if k < len(anchors) else "") + " ".join(words[i] for i in order[:, k])
+    sep = word_separator(words)
+    return [(f"[{words[anchors[k]]}] " if k < len(anchors) else "") + sep.join(words[i] for i in order[:, k])
             for k in range(B.shape[1])]
 
 

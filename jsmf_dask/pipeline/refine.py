@@ -48,7 +48,7 @@ from jsmf_dask.kernels.variational import (
 )
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
-from jsmf_dask.pipeline.fit_model import FitResult, write_topics
+from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
 from jsmf_dask.stages.refine import METHODS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_sweeps import (
@@ -97,7 +97,8 @@ def change_line(k: int, gained: list[int], lost: list[int], words: list[str]) ->
     """``  3 +[gained words] -[lost words]`` or ``  3 unchanged``."""
     if not gained and not lost:
         return f"{k:3d} unchanged"
-    return f"{k:3d} +[{' '.join(words[i] for i in gained)}] -[{' '.join(words[i] for i in lost)}]"
+    sep = word_separator(words)
+    return f"{k:3d} +[{sep.join(words[i] for i in gained)}] -[{sep.join(words[i] for i in lost)}]"
 
 
 def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit) -> None:

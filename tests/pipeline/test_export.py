@@ -86,7 +86,7 @@ def test_topics_json_beside_the_text(labelled_root):
     assert data["model"] == "k3-cvb0" and data["n_topics"] == 3
     for k, topic in enumerate(data["topics"]):
         assert len(topic["words"]) == 20 and topic["probabilities"] == sorted(topic["probabilities"], reverse=True)
-        assert " ".join(topic["words"][:3]) in text.splitlines()[k]  # the text's first words, each label whole
+        assert " | ".join(topic["words"][:3]) in text.splitlines()[k]  # the text's first words, each label whole
 
 
 def test_export_command_line(labelled_root, capsys):

@@ -387,3 +387,14 @@ def test_the_in_memory_fit_takes_blas_threads_by_the_vocabulary(monkeypatch):
     C = X.T @ X - np.diag(X.sum(axis=0))
     RectifiedAnchorWords(n_components=3, min_anchor_df=0, max_iter=3, refine=None).fit_cooccurrence(C / C.sum())
     assert seen and set(seen) == {1}
+
+
+def test_topic_labels_keep_multi_word_labels_apart():
+    from jsmf_dask.pipeline.fit_model import topic_labels, word_separator
+
+    assert word_separator(["neural", "network", "learning"]) == " "
+    assert word_separator(["Heat (1995)", "Up"]) == " | "
+    B = np.array([[0.5, 0.1], [0.3, 0.2], [0.2, 0.7]])
+    assert topic_labels(B, np.array([0, 2]), ["a", "b", "c"], n=2) == ["[a] a b", "[c] c b"]
+    # one separator for the whole vocabulary, whether or not a topic's own words hold a space
+    assert topic_labels(B, np.zeros(0, dtype=int), ["A b", "C", "D"], n=2) == ["A b | C", "D | C"]

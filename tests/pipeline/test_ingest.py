@@ -261,6 +261,7 @@ def test_item_labels_are_shown_in_topics(tmp_path):
         refined = refine(tmp_path / "run", model="k2-ap", sweeps=2)
     shown = (tmp_path / "run" / "topics" / "k2-ap.txt").read_text()
     assert "Movie 1, the sequel" in shown and "Movie 12, the sequel" in shown
+    assert all(line[4:].count(" | ") >= 11 for line in shown.splitlines())  # titles kept apart: ≥ 12 a topic
     assert model.words == display_words(corpus, words)
     # doc_topics name their topic columns with the labels: "[anchor] top 3", as the topics file begins
     for where, fitted in ((tmp_path / "run" / "doc_topics" / "k2-ap", model),
