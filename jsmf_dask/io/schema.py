@@ -467,7 +467,8 @@ def published_schemas() -> dict[str, str]:
             "topics holds the document's K topic weights (a fixed-size list of K in the files; they sum to 1), "
             "its posterior mean under the model (LDA's fold-in with the model's B and document prior). "
             "Beside the parts, _infer.json: {model, n_topics, topics}, topics[k] naming column k of topics "
-            "('[anchor] three top words', with corpus labels where the corpus has them).",
+            "('[anchor] three top words', with corpus labels where the corpus has them, separated by ' | ' "
+            "when a label holds a space).",
         ),
         "new_doc_topics.schema.json": _schema_json(
             NEW_DOC_TOPICS_SCHEMA,
