@@ -8,6 +8,7 @@ status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -236,10 +237,25 @@ def _run_infer(args: argparse.Namespace) -> list[str]:
     return infer(args.root, model=args.model, overwrite=args.overwrite).lines()
 
 
+@contextlib.contextmanager
+def _stage_progress(args: argparse.Namespace):
+    """``run``'s progress callbacks for its fit and refine stages (none with ``--quiet``): AP cycles as
+    ``jsmf fit`` shows them, sweeps as ``jsmf refine`` does, on stderr."""
+    if args.quiet:
+        yield {}
+        return
+    cycles = _CycleProgress()
+    try:
+        yield {"on_cycle": cycles, "on_sweep": lambda record: print(record.line(), file=sys.stderr, flush=True)}
+    finally:
+        cycles.close()
+
+
 def _run_run(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.pipeline.run import run
 
-    outcomes = run(args.run_config, force=args.force, log=lambda line: print(line, flush=True))
+    with _stage_progress(args) as progress:
+        outcomes = run(args.run_config, force=args.force, log=lambda line: print(line, flush=True), **progress)
     lines = []
     for o in outcomes:
         lines.extend(o.lines)
@@ -255,8 +271,10 @@ def _run_topics(args: argparse.Namespace) -> list[str]:
     with warnings.catch_warnings():
         if args.vocab_size is None:  # the default is a cap: a smaller corpus keeps every word, and nobody asked
             warnings.filterwarnings("ignore", r"vocab_size=\d+ exceeds the \d+ eligible words", UserWarning)
-        outcomes = run(args.run_config, force=args.force,
-                       log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True))
+        with _stage_progress(args) as progress:
+            outcomes = run(args.run_config, force=args.force,
+                           log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
+                           **progress)
     refined = f"k{args.n_topics}-ap-cvb0"
     lines = [line for o in outcomes if o.stage.startswith("refine-") for line in o.lines]
     if not lines:  # up to date: the topics as written

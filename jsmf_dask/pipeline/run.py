@@ -70,7 +70,8 @@ def _input_files(kwargs: dict[str, Any]) -> list[str]:
     return files
 
 
-def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], None] | None = None) -> list[StageOutcome]:
+def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], None] | None = None,
+        on_cycle: Callable | None = None, on_sweep: Callable | None = None) -> list[StageOutcome]:
     """Run the stages of ``config`` (a :class:`RunConfig` or the path of a TOML file).
 
     Parameters
@@ -81,6 +82,10 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
         (without it, such an output is an error: a config never silently replaces a user's work).
     log : callable, optional
         Called with one line as each stage starts and ends.
+    on_cycle : callable, optional
+        Passed to every ``fit`` stage (its AP or ENN cycles, :class:`~jsmf_dask.pipeline.fit_model.CycleRecord`).
+    on_sweep : callable, optional
+        Passed to every ``refine`` stage (its sweeps, :class:`~jsmf_dask.pipeline.refine_sweeps.SweepRecord`).
 
     Returns
     -------
@@ -139,7 +144,7 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
             kwargs.setdefault("iterations", refined_fit_iterations(kwargs["n_topics"]))
 
         def fit_action(kwargs=kwargs) -> list[str]:
-            result = fit(root, overwrite=True, **kwargs)
+            result = fit(root, overwrite=True, on_cycle=on_cycle, **kwargs)
             return [f"model {result.name}: {result.n_iter} iterations", *result.lines()]
 
         fit_fps[name] = stage(f"fit-{name}", fingerprint("fit", kwargs, cooc_fp), model_path(root, name), kwargs,
@@ -151,8 +156,10 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
         source_fp = fit_fps.get(kwargs["model"]) or upstream(f"fit-{kwargs['model']}")
 
         def refine_action(kwargs=kwargs) -> list[str]:
-            result = refine(root, overwrite=True, **kwargs)
-            return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s)",
+            result = refine(root, overwrite=True, on_sweep=on_sweep, **kwargs)
+            refit = result.attrs.get("refit")
+            again = f", then {refit['sweeps']} again with the validation documents in training (refit)" if refit else ""
+            return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s){again}",
                     *result.lines()]
 
         fit_fps[name] = stage(f"refine-{name}", fingerprint("refine", kwargs, ingest_fp, cooc_fp, source_fp),

@@ -104,6 +104,31 @@ def test_refine_stage_is_resumable_and_follows_its_source(tmp_path):
         load_run_config(bad)
 
 
+def test_fit_and_refine_stages_report_their_cycles_and_sweeps(tmp_path, capsys):
+    """A run's fit and refine stages report progress as `jsmf fit` and `jsmf refine` do (every AP cycle, every
+    sweep, the refit's too), not dask's 0%/100% bar of the one task; `jsmf run` shows them unless --quiet."""
+    config = _setup(tmp_path)
+    config.write_text(CONFIG.format(iterations=6).replace("[evaluate]", "[[refine]]\nmodel = \"k5-ap\"\nsweeps = 2"
+                                                          "\nrefit = \"always\"\n\n[evaluate]")
+                      .replace("[cooccur]", "[cooccur]\nheldout = 0.2\nvalidation = 0.1"))
+    cycles, sweeps = [], []
+    outcomes = run(config, on_cycle=cycles.append, on_sweep=sweeps.append)
+    assert [c.cycle for c in cycles] == list(range(1, 7)) and {c.of for c in cycles} == {6}
+    refined = open_model(str(tmp_path / "run"), "k5-ap-cvb0")
+    chosen = refined.attrs["refit"]["sweeps"]
+    assert [s.phase for s in sweeps] == ["refine"] * refined.attrs["n_iter"] + ["refit"] * chosen
+    line = next(o for o in outcomes if o.stage == "refine-k5-ap-cvb0").lines[0]
+    assert line.endswith(f"by {refined.attrs['n_iter']} sweep(s), then {chosen} again with the validation "
+                         "documents in training (refit)")
+    capsys.readouterr()
+    assert main(["run", str(config), "--scheduler", "synchronous", "--force"]) == 0
+    err = capsys.readouterr().err
+    assert "fit: AP cycle 6/6" in err and "refine sweep 1/2:" in err and "refit sweep 1/" in err
+    assert main(["run", str(config), "--scheduler", "synchronous", "--force", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "AP cycle" not in err and "sweep" not in err
+
+
 def test_a_deleted_output_is_redone(tmp_path):
     config = _setup(tmp_path)
     run(config)
