@@ -8,16 +8,15 @@ status 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import re
 import sys
-import time
 import warnings
 from collections.abc import Sequence
 
 from jsmf_dask.cli_parser import EXAMPLES, build_parser
+from jsmf_dask.cli_progress import print_line, stage_progress
 from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.parameters import PARAMETERS, stage_parameters
 
@@ -68,27 +67,6 @@ def _run_cooccur(args: argparse.Namespace) -> list[str]:
                    overwrite=args.overwrite, update=args.update, on_pass=on_pass).lines()
 
 
-class _CycleProgress:
-    """Prints fit's AP cycles on stderr: every cycle on a terminal (one line, rewritten), else every ~5 s."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last = 0.0
-
-    def __call__(self, record) -> None:
-        now = time.monotonic()
-        final = record.cycle == record.of
-        if self.tty:
-            print("\r" + record.line(), end="\n" if final else "", file=sys.stderr, flush=True)
-        elif final or now - self.last >= 5.0:
-            print(record.line(), file=sys.stderr, flush=True)
-            self.last = now
-
-    def close(self) -> None:
-        if self.tty:
-            print(file=sys.stderr, flush=True)
-
-
 def _stage_kwargs(args: argparse.Namespace, stage: str) -> dict:
     """The options of ``stage``'s parameters that were given (the others keep the stage's defaults)."""
     return {p.name: getattr(args, p.name) for p in stage_parameters(stage) if getattr(args, p.name) is not None}
@@ -98,13 +76,9 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
     from jsmf_dask.pipeline.fit import fit
 
-    progress = None if args.quiet else _CycleProgress()
-    try:
+    with stage_progress(args.quiet) as progress:
         result = fit(args.root, **_stage_kwargs(args, "fit"), name=args.name, warm_start=args.warm_start,
-                     overwrite=args.overwrite, on_cycle=progress)
-    finally:
-        if progress is not None:
-            progress.close()
+                     overwrite=args.overwrite, on_cycle=progress.get("on_cycle"))
     head = [f"model {result.name}: {args.n_topics} topics, rectifier {result.attrs['params']['rectifier']}, "
             f"{result.n_iter} iterations, "
             f"{result.attrs['path']['chosen']} path ({result.attrs['path']['reason']}); "
@@ -116,12 +90,8 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
     from jsmf_dask.pipeline.refine import refine
 
-    def progress(record) -> None:
-        if not args.quiet:
-            print(record.line(), file=sys.stderr, flush=True)
-
     result = refine(args.root, model=args.model, **_stage_kwargs(args, "refine"), name=args.name,
-                    heldout=args.heldout, overwrite=args.overwrite, on_sweep=progress)
+                    heldout=args.heldout, overwrite=args.overwrite, on_sweep=None if args.quiet else print_line)
     valid = result.attrs["validation"]
     if valid["final_perplexity"] is not None:
         score = f"validation perplexity {valid['start_perplexity']:.1f} -> {valid['final_perplexity']:.1f}"
@@ -195,12 +165,8 @@ def _run_compare(args: argparse.Namespace) -> list[str]:
 def _run_choose_k(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.pipeline.choose_k import choose_k
 
-    def progress(record) -> None:
-        if not args.quiet:
-            print(record.line(), file=sys.stderr, flush=True)
-
     return choose_k(args.root, topics=args.topics, iterations=args.iterations, sweeps=args.sweeps, seed=args.seed,
-                    on_k=progress).lines()
+                    on_k=None if args.quiet else print_line).lines()
 
 
 def _run_report(args: argparse.Namespace) -> list[str]:
@@ -237,24 +203,10 @@ def _run_infer(args: argparse.Namespace) -> list[str]:
     return infer(args.root, model=args.model, overwrite=args.overwrite).lines()
 
 
-@contextlib.contextmanager
-def _stage_progress(args: argparse.Namespace):
-    """``run``'s progress callbacks for its fit and refine stages (none with ``--quiet``): AP cycles as
-    ``jsmf fit`` shows them, sweeps as ``jsmf refine`` does, on stderr."""
-    if args.quiet:
-        yield {}
-        return
-    cycles = _CycleProgress()
-    try:
-        yield {"on_cycle": cycles, "on_sweep": lambda record: print(record.line(), file=sys.stderr, flush=True)}
-    finally:
-        cycles.close()
-
-
 def _run_run(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.pipeline.run import run
 
-    with _stage_progress(args) as progress:
+    with stage_progress(args.quiet) as progress:
         outcomes = run(args.run_config, force=args.force, log=lambda line: print(line, flush=True), **progress)
     lines = []
     for o in outcomes:
@@ -271,7 +223,7 @@ def _run_topics(args: argparse.Namespace) -> list[str]:
     with warnings.catch_warnings():
         if args.vocab_size is None:  # the default is a cap: a smaller corpus keeps every word, and nobody asked
             warnings.filterwarnings("ignore", r"vocab_size=\d+ exceeds the \d+ eligible words", UserWarning)
-        with _stage_progress(args) as progress:
+        with stage_progress(args.quiet) as progress:
             outcomes = run(args.run_config, force=args.force,
                            log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
                            **progress)
