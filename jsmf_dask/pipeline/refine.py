@@ -180,9 +180,8 @@ def refine(
         them too. The held-out documents stay unseen and check the result
         against the start; without a held-out split, the validation documents'
         scores of the start and of the chosen state (before the refit) do.
-        ``'auto'``: below
-        :data:`REFIT_MAX_DOCS` training documents, where the 5% more data
-        measurably helps (the refit costs as much as the first run).
+        ``'auto'``: below :data:`REFIT_MAX_DOCS` training documents, where the
+        5% more data measurably helps (the refit costs as much as the first run).
     overwrite : bool, default=False
     on_sweep : callable, optional
         Called with a :class:`SweepRecord` after each sweep, the refit's too (``phase`` 'refit') (progress).
