@@ -89,15 +89,17 @@ class RefineResult(FitResult):
         """Per topic: the top-``n`` words gained and lost against the source model's same topic."""
         if self.source_B is None:
             return []
-        return [change_line(k, gained, lost, self.words)
+        sep = word_separator(self.words)
+        return [change_line(k, gained, lost, self.words, sep=sep)
                 for k, (gained, lost) in enumerate(topic_changes(self.source_B, self.B, n))]
 
 
-def change_line(k: int, gained: list[int], lost: list[int], words: list[str]) -> str:
-    """``  3 +[gained words] -[lost words]`` or ``  3 unchanged``."""
+def change_line(k: int, gained: list[int], lost: list[int], words: list[str], *, sep: str | None = None) -> str:
+    """``  3 +[gained words] -[lost words]`` or ``  3 unchanged``; ``sep``: :func:`word_separator` of ``words``
+    (given by a caller that writes every topic's line, so that the vocabulary is scanned once)."""
     if not gained and not lost:
         return f"{k:3d} unchanged"
-    sep = word_separator(words)
+    sep = word_separator(words) if sep is None else sep
     return f"{k:3d} +[{sep.join(words[i] for i in gained)}] -[{sep.join(words[i] for i in lost)}]"
 
 

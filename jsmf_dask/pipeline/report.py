@@ -31,6 +31,7 @@ from jsmf_dask.kernels.upper_sparse import symmetric_from_upper
 from jsmf_dask.kernels.metrics import top_words, topic_changes
 from jsmf_dask.kernels.recover import topic_topic
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path, read_metrics
+from jsmf_dask.pipeline.fit_model import word_separator
 from jsmf_dask.pipeline.refine import METHODS as REFINE_METHODS
 from jsmf_dask.pipeline.refine import change_line
 from jsmf_dask.render import figures
@@ -167,7 +168,8 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
     refined = _refined_from(models, main)
     if refined:
         r = models[refined]
-        changes = [change_line(t, gained, lost, words)
+        sep = word_separator(words)
+        changes = [change_line(t, gained, lost, words, sep=sep)
                    for t, (gained, lost) in enumerate(topic_changes(m.arrays["B"], r.arrays["B"], 10))]
         sections.append(Section(f"Topics of {refined} (refined from {main})", [
             f"{r.attrs.get('n_iter')} sweep(s) of {r.attrs['params'].get('rectifier')} over the training documents started from "
