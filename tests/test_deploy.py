@@ -242,7 +242,8 @@ def test_slurm_driver_cancelled_closes_its_worker_jobs(tmp_path):
     config.write_text(f'root = "{tmp_path / "run"}"\n[ingest]\ninputs = ["{tmp_path / "missing.txt"}"]\n')
     (tmp_path / "missing.txt").write_text("a b c\n")
     env = dict(os.environ, PYTHONPATH=str(fake), FAKE_SLURM_LOG=str(log), JSMF_JOBS="3", JSMF_CORES="1",
-               JSMF_MEMORY="2GB", JSMF_WALLTIME="01:00:00", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+               JSMF_MEMORY="2GB", JSMF_WALLTIME="01:00:00", JSMF_LOG_DIRECTORY=str(tmp_path / "logs"),
+               PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     env.pop("SLURM_JOB_ID", None)
     env.pop("DASK_SCHEDULER_ADDRESS", None)
     driver = subprocess.Popen([sys.executable, str(DEPLOY / "slurm" / "run_on_slurm.py"), str(config)], env=env,
@@ -258,6 +259,7 @@ def test_slurm_driver_cancelled_closes_its_worker_jobs(tmp_path):
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     init = entries[0]["init"]
     assert (init["cores"], init["processes"], init["memory"], init["walltime"]) == ("1", "1", "2GB", "01:00:00")
+    assert init["log_directory"] == str(tmp_path / "logs")  # worker jobs' slurm-JOBID.out, not the driver's cwd
     assert {"scale": 3} in entries and entries[-1] == {"close": True}
 
 

@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="worker jobs' time limit (default: the driver's remaining time inside SLURM, else 05:00:00)")
     p.add_argument("--worker-timeout", type=float, default=float(os.environ.get("JSMF_WORKER_TIMEOUT", 1800)),
                    help="seconds jsmf waits for the first worker job to start before giving up")
+    p.add_argument("--log-directory", default=os.environ.get("JSMF_LOG_DIRECTORY"),
+                   help="where the worker jobs write their slurm-JOBID.out (default: the directory the driver runs in)")
     args = p.parse_args(argv)
     from dask_jobqueue import SLURMCluster
 
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         cores=args.cores, processes=args.cores, memory=args.memory, queue=args.queue,
         walltime=args.walltime or _remaining_walltime() or "05:00:00",
         job_script_prologue=["export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1"],
+        log_directory=args.log_directory,
     )
     try:
         cluster.scale(jobs=args.jobs)

@@ -89,7 +89,7 @@ done
 cd "$REPO"
 start=$(date +%s)
 # a 2-core node: the driver takes one core, the worker job one single-threaded worker on the other
-PATH="$VENV_BIN:$PATH" JSMF_JOBS=1 JSMF_CORES=1 JSMF_MEMORY=2GB JSMF_WORKER_TIMEOUT=300 \
+PATH="$VENV_BIN:$PATH" JSMF_JOBS=1 JSMF_CORES=1 JSMF_MEMORY=2GB JSMF_WORKER_TIMEOUT=300 JSMF_LOG_DIRECTORY="$WORK/log" \
   sbatch --wait --cpus-per-task=1 --mem=2G --time=00:30:00 -o "$WORK/driver.out" \
   deploy/slurm/jsmf.sbatch "$WORK/slurm.toml"
 echo "sbatch --wait returned after $(( $(date +%s) - start )) s; driver output:"
@@ -111,7 +111,7 @@ left=$(squeue -h | wc -l)
 
 # scancel of a running driver: its worker job must go too (the driver closes the cluster on SIGTERM)
 sed -e "s|run-slurm|run-cancelled|" -e "s|iterations = 20|iterations = 1000000|" "$WORK/slurm.toml" > "$WORK/long.toml"
-job=$(PATH="$VENV_BIN:$PATH" JSMF_JOBS=1 JSMF_CORES=1 JSMF_MEMORY=2GB \
+job=$(PATH="$VENV_BIN:$PATH" JSMF_JOBS=1 JSMF_CORES=1 JSMF_MEMORY=2GB JSMF_LOG_DIRECTORY="$WORK/log" \
   sbatch --parsable --cpus-per-task=1 --mem=2G --time=00:30:00 -o "$WORK/cancelled.out" \
   deploy/slurm/jsmf.sbatch "$WORK/long.toml")
 for _ in $(seq 240); do [ "$(squeue -h -t RUNNING | wc -l)" -eq 2 ] && break; sleep 0.5; done
