@@ -150,7 +150,8 @@ def cooccur(
         ``1 − validation`` (in (0, 0.5]; never held-out ones): ``refine``
         scores them each sweep to decide when to stop, and they must be
         unseen by the spectral model it starts from too. Recorded as
-        ``validation_fraction``; the Gibbs reference leaves them out as well.
+        ``validation_fraction``; ``refine`` trains on those it does not score
+        (and on all of them when it refits), the Gibbs reference on all.
         An update keeps the store's fraction.
     rank : int, optional
         Write the **compressed** store instead of the dense one: the top-``rank``

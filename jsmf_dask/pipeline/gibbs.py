@@ -25,7 +25,7 @@ from jsmf_dask.io.fs import staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import stored_heldout_fraction, stored_validation_fraction, zarr_store
+from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
 from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.fit_model import FitResult, write_topics
@@ -80,7 +80,9 @@ def fit_gibbs(
         Default ``k<K>-gibbs``.
     heldout : float, optional
         Leave out the documents whose doc_id hashes below this fraction
-        (default: the fraction ``cooc.zarr`` was built with).
+        (default: the fraction ``cooc.zarr`` was built with). Every other
+        document trains, the validation ones included: the refined models
+        this reference is compared with learn from them too.
     samples : int, default=1
         ``B`` and ``A`` averaged over this many states of the chain after the
         ``iterations`` (1: the last state alone, the usual reference): an
@@ -100,12 +102,15 @@ def fit_gibbs(
     tp = require_tomotopy()
     root = os.fspath(root)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "fit_gibbs")
-    split = DocumentSplit(heldout, stored_validation_fraction(root))  # the spectral models' training documents
+    # every document not held out: a sampler has no use for validation documents, and the refined models it is
+    # compared with train on them too (refine's refit; beyond its scored sample of them)
+    split = DocumentSplit(heldout)
     name = name or f"k{n_topics}-gibbs"
     corpus = corpus_dir(root)
     words = read_vocabulary(corpus).column("word").to_pylist()
     n = len(words)
     model = tp.LDAModel(k=n_topics, alpha=alpha, eta=eta, seed=seed)
+    n_docs = n_tokens = 0
     for block in list_blocks(corpus):
         table = read_block(block, n)
         table = table.filter(pa.array(split.training(table.column("doc_id"))))
@@ -114,6 +119,7 @@ def fit_gibbs(
             tokens = [str(i) for i, c in zip(ids, counts, strict=True) for _ in range(c)]
             if len(tokens) >= 2:
                 model.add_doc(tokens)
+                n_docs, n_tokens = n_docs + 1, n_tokens + len(tokens)
     threads = workers or os.cpu_count() or 1
     B, A = np.zeros((n, n_topics)), np.zeros((n_topics, n_topics))
     for sample in range(samples):
@@ -137,7 +143,7 @@ def fit_gibbs(
         "n_words": n,
         "vocab_hash": vocabulary_hash(words),
         "heldout_fraction": heldout,
-        "validation_fraction": split.validation,
+        "training": {"n_docs": n_docs, "n_tokens": n_tokens},
         "log_likelihood_per_word": float(model.ll_per_word),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "versions": library_versions() | {"tomotopy": tp.__version__},

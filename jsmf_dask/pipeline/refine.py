@@ -74,7 +74,7 @@ def default_refined_name(source: str, method: str = "cvb0") -> str:
 ALPHA_SAMPLE_DOCS = 20000
 #: The validation documents are scored on a sample of about this many (by id; all of them below it): the
 #: stop compares one set's scores from sweep to sweep, and the scorer's fold-in costs a third of a CVB0
-#: sweep at 5,000 validation documents (100k × K 50).
+#: sweep at 5,000 validation documents (100k × K 50). The validation documents outside the sample train.
 VALIDATION_SCORED_DOCS = 2000
 
 
@@ -163,7 +163,9 @@ def refine(
     validation : float, optional
         Stop by the validation documents (those whose id hashes at or above
         ``1 − validation``, never held-out ones): they are left out of the
-        sweeps and scored by document completion in each sweep, and refine
+        sweeps and scored by document completion in each sweep (about
+        :data:`VALIDATION_SCORED_DOCS` of them, a sample by id; the others
+        train), and refine
         stops when their perplexity has not improved for
         :data:`~jsmf_dask.pipeline.refine_sweeps.PATIENCE` sweeps. Default: the
         fraction ``cooc.zarr`` left out
@@ -230,11 +232,12 @@ def refine(
     def start(split: DocumentSplit) -> tuple[np.ndarray, SweepParams]:
         """The start's word–topic counts (the spectral model's expected counts over the documents ``split``
         trains on) and the first sweep's parameters."""
-        trained = 1.0 - split.heldout - split.validation
+        scored = _sample_fraction(VALIDATION_SCORED_DOCS, n_rows * split.validation)
+        trained = 1.0 - split.heldout - split.validation * scored  # the unscored validation documents train
         params = SweepParams(len(words), method, alpha_vec, eta_now, split, inner_iterations, inner_tol,
                              learn_alpha=alpha == "auto" and method == "cvb0",
                              alpha_sample=_sample_fraction(ALPHA_SAMPLE_DOCS, n_rows * trained),
-                             validation_sample=_sample_fraction(VALIDATION_SCORED_DOCS, n_rows * split.validation))
+                             validation_sample=scored)
         return topics_from_model(B0, shares, tokens * trained, 0.0), params
 
     counts, params = start(DocumentSplit(heldout, validation))

@@ -3,7 +3,7 @@
 A sweep is the same bag-over-row-groups shape as ``cooccur``: each task takes
 one row group's :class:`PreparedBlock` (read from Parquet in the sweep, or kept
 in memory from the first when the corpus fits: :func:`prepare_tasks`), without
-its held-out and validation documents, updates
+its held-out documents and the validation documents it scores, updates
 its training documents from their state of the previous sweep (CVB0:
 :func:`jsmf_dask.kernels.collapsed.cvb0_step`, the state ``N_dk``; VB:
 :func:`jsmf_dask.kernels.variational.e_step`, the state ``γ``) and returns the
@@ -120,13 +120,14 @@ def _gamma_url(directory: str, index: int) -> str:
 def _split(block: Block, params: SweepParams):
     """The block's training documents' (counts, hashes), its scored validation documents' (a sample of
     ``params.validation_sample`` of them) and its held-out documents' (each document's id hashed once), and the
-    training documents' table."""
+    training documents' table. Validation documents outside the scored sample train: the stop never sees them,
+    and a large corpus would otherwise lose most of its validation fraction to nothing."""
     table = read_block(block, params.n_words)
     hashes = doc_hashes(table.column("doc_id"))
     held, valid = params.split.masks(hashes=hashes)
     X = block_counts(table, params.n_words)
-    train = ~(held | valid)
     scored = valid & sample_mask(hashes, params.validation_sample)
+    train = ~(held | scored)
     return (X[train], hashes[train]), (X[scored], hashes[scored]), (X[held], hashes[held]), \
         table.filter(pa.array(train))
 

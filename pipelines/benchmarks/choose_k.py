@@ -2,7 +2,7 @@
 
 For each run: ingest the corpus (5,000 words), build C with 10% held out and 5% validation documents, run
 :func:`jsmf_dask.choose_k` over the candidate K (each K's fit and refine timed), then time one tomotopy Gibbs
-fit (1000 iterations, its defaults otherwise) at ``--gibbs-k`` on the same training documents, in the same
+fit (1000 iterations, its defaults otherwise) at ``--gibbs-k`` on every document not held out, in the same
 run. Prints the per-K table, the curves' picks and the totals; medians over ``--runs``::
 
     python -m pipelines.benchmarks.choose_k --corpus nips-papers --topics 5:100 --runs 3

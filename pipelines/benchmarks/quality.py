@@ -10,7 +10,8 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 * ``cvb0-a01``: the same with a fixed symmetric α 0.1;
 * ``cvb0-learned``: CVB0 with α and η learned, stopped by the validation documents;
 
-and, on the same training documents (held-out and validation ones left out):
+and, on every document not held out (the validation ones too: the default
+refine trains on them as well, by its refit or beyond its scored sample):
 tomotopy's collapsed Gibbs sampler (1000 iterations, its α 0.1, η 0.01) and
 scikit-learn's batch ``LatentDirichletAllocation`` (its defaults). Every model
 is scored by ``evaluate``'s one scorer (document completion on the held-out
@@ -128,7 +129,7 @@ def _store_peer(root: str, name: str, B: np.ndarray, alpha: np.ndarray, heldout:
         ensure_model_group(root)
 
 
-def _training_matrix(root: str, heldout: float, validation: float):
+def _training_matrix(root: str, heldout: float):
     import scipy.sparse as sps
 
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block, read_vocabulary
@@ -136,7 +137,7 @@ def _training_matrix(root: str, heldout: float, validation: float):
     from jsmf_dask.stages.infer import block_counts
 
     n = read_vocabulary(corpus_dir(root)).num_rows
-    split = DocumentSplit(heldout, validation)
+    split = DocumentSplit(heldout)
     parts = []
     for block in list_blocks(corpus_dir(root)):
         table = read_block(block, n)
@@ -187,7 +188,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
             if "sklearn" in args.peers:
                 from sklearn.decomposition import LatentDirichletAllocation
 
-                X = _training_matrix(root, 0.1, 0.05)
+                X = _training_matrix(root, 0.1)
                 lda = LatentDirichletAllocation(n_components=k, learning_method="batch", random_state=0)
                 t0 = time.perf_counter()
                 lda.fit(X)

@@ -39,3 +39,24 @@ def test_gibbs_refuses_a_bad_number_of_states_before_reading_anything(tmp_path, 
     with pytest.raises(InvalidParameterError, match=rf"The '{key}' parameter of fit_gibbs must be an int"):
         fit_gibbs(tmp_path, n_topics=3, **bad)
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_gibbs_trains_on_every_document_not_held_out(tmp_path):
+    """The refined models it is compared with learn from the validation documents too (refine's refit): so does
+    the reference; the held-out ones stay unseen."""
+    pytest.importorskip("tomotopy")
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
+    from jsmf_dask.kernels.heldout import heldout_mask
+    from jsmf_dask.pipeline.gibbs import fit_gibbs
+
+    synth(tmp_path, n_docs=400, n_words=60, n_topics=3, doc_length=30, seed=2)
+    cooccur(tmp_path, heldout=0.1, validation=0.2)
+    fitted = fit_gibbs(tmp_path, n_topics=3, iterations=2, workers=1)
+    docs = tokens = 0
+    for block in list_blocks(corpus_dir(str(tmp_path))):
+        table = read_block(block, 60)
+        kept = ~heldout_mask(table.column("doc_id"), 0.1)
+        lengths = np.array([sum(c) for c in table.column("counts").to_pylist()])[kept]
+        docs, tokens = docs + int((lengths >= 2).sum()), tokens + int(lengths[lengths >= 2].sum())
+    assert fitted.attrs["training"] == {"n_docs": docs, "n_tokens": tokens}
+    assert docs > 0.85 * 400  # the 20% kept for validation train

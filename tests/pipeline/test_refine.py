@@ -346,6 +346,8 @@ def test_cli_refine_says_it_refitted(plain_lda_root, capsys):
 
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
     import jsmf_dask.pipeline.refine as refine_module
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
+    from jsmf_dask.kernels.heldout import DocumentSplit, doc_hashes, sample_mask
 
     refine(plain_lda_root, model="ap", sweeps=3, tol=None, name="all-scored")
     monkeypatch.setattr(refine_module, "VALIDATION_SCORED_DOCS", 100)
@@ -356,8 +358,18 @@ def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeyp
     assert capped.attrs["validation"]["sample"] == pytest.approx(100 / (5000 * 0.05))  # of those expected
     # about 100 of them (binomial: sd ≈ 7), the same documents at every sweep: the curve is one set's
     assert 70 <= capped.attrs["validation"]["n_docs"] <= 130
-    assert capped.attrs["training"] == full.attrs["training"]  # the others are left out of training all the same
-    np.testing.assert_array_equal(capped.arrays["B"], full.arrays["B"])  # three sweeps, no stop: same topics
+    # the validation documents outside the sample train: the training set grows by exactly them
+    unscored = n_valid - capped.attrs["validation"]["n_docs"]
+    assert capped.attrs["training"]["n_docs"] == full.attrs["training"]["n_docs"] + unscored
+    tokens = 0
+    for block in list_blocks(corpus_dir(str(plain_lda_root))):
+        table = read_block(block, 300)
+        hashes = doc_hashes(table.column("doc_id"))
+        held, valid = DocumentSplit(0.1, 0.05).masks(hashes=hashes)
+        trains = ~held & ~(valid & sample_mask(hashes, capped.attrs["validation"]["sample"]))
+        tokens += sum(sum(c) for c, t in zip(table.column("counts").to_pylist(), trains, strict=True) if t)
+    assert capped.attrs["training"]["n_tokens"] == tokens
+    assert not np.allclose(capped.arrays["B"], full.arrays["B"])
     assert not np.allclose(capped.trace["validation_perplexity"], full.trace["validation_perplexity"])
 
 
