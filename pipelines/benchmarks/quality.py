@@ -12,7 +12,8 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 
 and, on every document not held out (the validation ones too: the default
 refine trains on them as well, by its refit or beyond its scored sample):
-tomotopy's collapsed Gibbs sampler (1000 iterations, its α 0.1, η 0.01) and
+tomotopy's collapsed Gibbs sampler (1000 iterations, its α 0.1, η 0.01; with
+``--gibbs-seeds S``, S chains, the one of median perplexity the reference) and
 scikit-learn's batch ``LatentDirichletAllocation`` (its defaults). Every model
 is scored by ``evaluate``'s one scorer (document completion on the held-out
 documents), with the paper's metrics; on ``jsmf synth --topics-from dirichlet``
@@ -181,10 +182,13 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                     print(f"{name} K={k} run {run + 1}: {label} {seconds[f'k{k}-{label}'][-1]:.1f} s",
                           file=sys.stderr, flush=True)
             if "gibbs" in args.peers:
-                t0 = time.perf_counter()
-                fit_gibbs(root, n_topics=k, iterations=args.gibbs_iterations, name=f"k{k}-gibbs", overwrite=True)
-                seconds[f"k{k}-gibbs"] = [time.perf_counter() - t0]
-                print(f"{name} K={k}: gibbs {seconds[f'k{k}-gibbs'][0]:.1f} s", file=sys.stderr, flush=True)
+                for seed in range(args.gibbs_seeds):
+                    label = f"k{k}-gibbs" + (f"-s{seed}" if seed else "")
+                    t0 = time.perf_counter()
+                    fit_gibbs(root, n_topics=k, iterations=args.gibbs_iterations, seed=seed, name=label,
+                              overwrite=True)
+                    seconds[label] = [time.perf_counter() - t0]
+                    print(f"{name} K={k}: gibbs seed {seed} {seconds[label][0]:.1f} s", file=sys.stderr, flush=True)
             if "sklearn" in args.peers:
                 from sklearn.decomposition import LatentDirichletAllocation
 
@@ -197,11 +201,14 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                 _store_peer(root, f"k{k}-sklearn", B, np.full(k, float(lda.doc_topic_prior_)), 0.1)
             names = [m for m in seconds if m.startswith(f"k{k}-")]
             metrics = evaluate(root, models=names)["models"]
-            paired = _paired_to_gibbs(root, names, f"k{k}-gibbs")
+            reference = _median_chain(metrics, [m for m in names if m.startswith(f"k{k}-gibbs")])
+            paired = _paired_to_gibbs(root, names, reference)
             fixed = statistics.median(seconds["ingest"]) + statistics.median(seconds["cooccur"]) + \
                 statistics.median(seconds[f"k{k}-ap"])
             for model, entry in metrics.items():
-                method = model.split("-", 1)[1]
+                # the chain of median perplexity is the reference ("gibbs"); the others are "gibbs-chain"
+                method = "gibbs" if model == reference else "gibbs-chain" if "-gibbs" in model else \
+                    model.split("-", 1)[1]
                 own = statistics.median(seconds[model])
                 end_to_end = fixed if method == "ap" else fixed + own if method in REFINES else own
                 row = {"corpus": name, "K": k, "method": method,
@@ -217,7 +224,16 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
     return {"corpus": name, "rows": rows}
 
 
-def _paired_to_gibbs(root: str, names: list[str], gibbs: str) -> dict[str, dict]:
+def _median_chain(metrics: dict, chains: list[str]) -> str | None:
+    """The Gibbs chain (seed) of median held-out perplexity, the reference of the comparisons (the lower
+    median for an even number): tomotopy's chains differ by up to ±1% on the small corpora."""
+    if not chains:
+        return None
+    ranked = sorted(chains, key=lambda m: metrics[m]["heldout"]["perplexity"])
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def _paired_to_gibbs(root: str, names: list[str], gibbs: str | None) -> dict[str, dict]:
     """Gibbs's held-out log likelihood per token minus each model's (positive: the model is worse) and its
     paired standard error (the same documents score both); on the relative perplexity scale to first order."""
     from jsmf_dask.kernels.model_selection import paired_gap
@@ -241,7 +257,8 @@ def _table(rows: list[dict]) -> str:
         vs = f"{r['perplexity'] / g['perplexity'] - 1:+.1%}" if g and r["perplexity"] and g["perplexity"] else "n/a"
         if r.get("loglik_gap_se") is not None and g and g["perplexity"]:  # the paired error, relative (first order)
             vs += f" ± {r['perplexity'] / g['perplexity'] * r['loglik_gap_se']:.1%}"
-        speed = f"{g['seconds'] / r['end_to_end_seconds']:.1f}x" if g and r["method"] not in ("gibbs", "sklearn") \
+        speed = f"{g['seconds'] / r['end_to_end_seconds']:.1f}x" \
+            if g and r["method"] not in ("gibbs", "gibbs-chain", "sklearn") \
             else ""
         vals = [r["K"], r["method"], r["perplexity"], vs, r.get("B_l1"), r["specificity"], r["dissimilarity"],
                 r["coherence"], r["seconds"], r["end_to_end_seconds"], speed]
@@ -282,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="repeats of our pipeline (median seconds)")
     p.add_argument("--refines", default=",".join(REFINES), help="which refines of AP to run (names above)")
     p.add_argument("--gibbs-iterations", type=int, default=1000)
+    p.add_argument("--gibbs-seeds", type=int, default=1,
+                   help="Gibbs chains (seeds 0, 1, ...): the one of median perplexity is the reference")
     p.add_argument("--peers", default="gibbs,sklearn")
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     p.add_argument("--out", default="bench-runs")
