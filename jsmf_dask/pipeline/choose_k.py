@@ -6,7 +6,8 @@ refine from it, both stored as models of the root (``choose-k<K>-ap`` and
 ``choose-k<K>-ap-cvb0``), so a rerun resumes: a K whose models exist is not
 fitted again. Every refined model is then scored by document completion on the
 *validation* documents (the ones ``cooccur --validation`` left out of C and
-refine leaves out of its sweeps), document by document, so that two K are
+refine scores, never trains on: about 2,000, a sample by id, on a large
+corpus), document by document, so that two K are
 compared on the same documents with a paired standard error
 (:mod:`jsmf_dask.kernels.model_selection`). The held-out (evaluation)
 documents take no part in the choice. Beside the curve: coherence (the
@@ -329,14 +330,16 @@ def choose_k(
             lambda k: _fit_k(root, k, rectifier=rectifier, iterations=iterations, sweeps=sweeps, seed=seed,
                              start=None if rectifier == "enn" else eigenvectors[:, :k]),
             on_k)
-    models = {}
+    models, samples = {}, []
     for rec in records:
         m = open_model(root, rec.refined)
         models[rec.refined] = (m.arrays["B"], document_prior(m)[0])
+        samples.append(float(m.attrs.get("validation", {}).get("sample", 1.0)))
     blocks = list_blocks(corpus)
     with _progress.data_in_graph():
+        # the validation documents every refine scored: beyond its sample of them, refine trains on the rest
         (scored,) = _progress.compute(document_scores_tasks(
-            blocks, store.n_words, DocumentSplit(heldout, validation), models))
+            blocks, store.n_words, DocumentSplit(heldout, validation), models, sample=min(samples)))
     n_tok, scores = scored.n_tokens, scored.log_likelihood
     if n_tok.sum() == 0:
         raise StoreError(f"{corpus}: the validation documents have no tokens to score (documents of one token)")

@@ -26,7 +26,7 @@ from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, read_block
 from jsmf_dask.io.zarr_store import StoredRows, read_entries
-from jsmf_dask.kernels.heldout import DocumentSplit, doc_hashes, document_completion, split_tokens
+from jsmf_dask.kernels.heldout import DocumentSplit, doc_hashes, document_completion, sample_mask, split_tokens
 from jsmf_dask.kernels.metrics import fit_partials
 from jsmf_dask.stages.infer import block_counts
 
@@ -151,10 +151,10 @@ class DocumentScores:
 
 
 def _scores_block(block: Block, n_words: int, split: DocumentSplit, which: str,
-                  models: dict[str, tuple[np.ndarray, np.ndarray]]) -> DocumentScores:
+                  models: dict[str, tuple[np.ndarray, np.ndarray]], sample: float = 1.0) -> DocumentScores:
     table = read_block(block, n_words)
     hashes = doc_hashes(table.column("doc_id"))
-    chosen = split.masks(hashes=hashes)[0 if which == "heldout" else 1]
+    chosen = split.masks(hashes=hashes)[0 if which == "heldout" else 1] & sample_mask(hashes, sample)
     if not chosen.any():
         return DocumentScores(np.zeros(0, np.uint64), np.zeros(0), {name: np.zeros(0) for name in models},
                               {name: 0 for name in models})
@@ -175,7 +175,7 @@ def _concat_scores(*parts: DocumentScores) -> DocumentScores:
 
 def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSplit,
                           models: dict[str, tuple[np.ndarray, np.ndarray]], *,
-                          which: str = "validation") -> dask.delayed:
+                          which: str = "validation", sample: float = 1.0) -> dask.delayed:
     """One delayed :class:`DocumentScores` over the held-out or the validation documents of ``split``.
 
     Document completion (:func:`~jsmf_dask.kernels.heldout.document_completion`)
@@ -191,12 +191,16 @@ def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSpli
         A name to ``(B, alpha)``: its topics and the document prior used to
         infer ``θ`` from each document's observed half.
     which : {'validation', 'heldout'}, default='validation'
+    sample : float, default=1.0
+        Score only this fraction of those documents, a sample by id
+        (:func:`~jsmf_dask.kernels.heldout.sample_mask`: the documents a
+        refine with this ``validation_sample`` scored, and so never trained on).
     """
     if which not in ("validation", "heldout"):
         raise ValueError(f"which must be 'validation' or 'heldout', not {which!r}")
     shared = dask.delayed(models, pure=True)
-    token = tokenize(blocks, n_words, split, which, models)
-    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, which, shared,
+    token = tokenize(blocks, n_words, split, which, models, sample)
+    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, which, shared, sample,
                                                     dask_key_name=f"doc-scores-{token}-{i}")
              for i, b in enumerate(blocks)]
     return dask.delayed(_concat_scores, pure=True)(*parts)

@@ -221,3 +221,26 @@ def test_fits_run_side_by_side_on_a_cluster_only_where_every_worker_thread_holds
     assert concurrent_in_task_fits(_Workers(a=(1, 1), b=(1, 0.25)), half) == 1  # b cannot hold one
     assert fat_worker(_Workers(a=(1, 1), b=(1, 1)), half) is None  # any worker: unpinned
     assert fat_worker(_Workers(a=(1, 1), b=(1, 0.25)), half) == "a"  # only a: pinned there
+
+
+def test_choose_k_scores_only_validation_documents_no_refine_trained_on(tmp_path, monkeypatch):
+    """Beyond its scored sample, refine trains on the validation documents: choose-k scores that sample alone
+    (a document some K trained on would flatter it), the same documents for every K."""
+    import jsmf_dask.pipeline.refine as refine_module
+    from jsmf_dask.io.model_store import open_model
+    from jsmf_dask.kernels.heldout import doc_hashes, sample_mask
+
+    root = tmp_path / "r"
+    synth(root, n_docs=1000, n_words=200, n_topics=3, doc_length=40, seed=5, topics_from="dirichlet")
+    cooccur(root, heldout=0.1, validation=0.2)
+    monkeypatch.setattr(refine_module, "VALIDATION_SCORED_DOCS", 60)
+    result = choose_k(root, topics=[2, 3], sweeps=3)
+    attrs = [open_model(str(root), row["model"]).attrs for row in result.rows]
+    sample = attrs[0]["validation"]["sample"]
+    assert sample < 0.5 and all(a["validation"]["sample"] == sample for a in attrs)
+    scored = 0
+    for block in list_blocks(corpus_dir(str(root))):
+        hashes = doc_hashes(read_block(block, 200).column("doc_id"))
+        scored += int((DocumentSplit(0.1, 0.2).masks(hashes=hashes)[1] & sample_mask(hashes, sample)).sum())
+    assert result.validation["n_docs"] == scored == attrs[0]["validation"]["n_docs"]
+    assert attrs[0]["training"]["n_docs"] > 1000 * 0.75  # the unscored validation documents trained
