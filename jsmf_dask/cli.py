@@ -158,7 +158,7 @@ def _run_compare(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.pipeline.compare import compare
 
     result = compare(args.root, topics=args.topics, methods=args.methods, iterations=args.iterations,
-                     gibbs_iterations=args.gibbs_iterations, seed=args.seed)
+                     gibbs_iterations=args.gibbs_iterations, gibbs_chains=args.gibbs_chains, seed=args.seed)
     return [result.markdown(), f"written {result.csv_path}, {result.markdown_path}, {result.figure_path}"]
 
 

@@ -268,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"from {','.join(compare_methods())} (default: none,dc,ap; gibbs needs jsmf_dask[gibbs])")
     p.add_argument("--iterations", type=int, default=150, help="AP cycles (default: 150)")
     p.add_argument("--gibbs-iterations", type=int, default=1000, help="Gibbs sweeps (default: 1000)")
+    p.add_argument("--gibbs-chains", type=int, default=1,
+                   help="Gibbs chains per K (seeds SEED, SEED+1, ...); the row is the one of median held-out "
+                        "perplexity: chains can differ by several per cent (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of every method's random start (default: 0)")
     _add_cluster_options(p, overwrite=False)
 

@@ -12,8 +12,10 @@ import io
 import os
 from dataclasses import dataclass
 
+from jsmf_dask._validation import check_int
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.fs import get_fs, join, write_file
+from jsmf_dask.io.model_store import open_model
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate
 from jsmf_dask.parameters import compare_methods
 from jsmf_dask.pipeline.fit import fit
@@ -69,6 +71,16 @@ def _previous_rows(url: str) -> list[dict]:
     return rows
 
 
+def _median_chain(root: str, chains: list[str], metrics: dict) -> str:
+    """The chain of median held-out perplexity (the lower middle of an even number); without held-out
+    documents, of median training log likelihood per word."""
+    def score(name: str) -> float:
+        ppl = metrics[name].get("heldout", {}).get("perplexity")
+        return ppl if ppl is not None else -float(open_model(root, name).attrs["log_likelihood_per_word"])
+
+    return sorted(chains, key=score)[(len(chains) - 1) // 2]
+
+
 def compare(
     root: str,
     *,
@@ -76,6 +88,7 @@ def compare(
     methods: list[str],
     iterations: int = 150,
     gibbs_iterations: int = 1000,
+    gibbs_chains: int = 1,
     seed: int = 0,
 ) -> CompareResult:
     """Fit each method at each K, evaluate all of them and write the table and figure.
@@ -93,6 +106,13 @@ def compare(
     iterations : int, default=150
         AP cycles.
     gibbs_iterations : int, default=1000
+    gibbs_chains : int, default=1
+        Gibbs chains at each K (seeds ``seed``, ``seed + 1``, …; models
+        ``k<K>-gibbs``, ``k<K>-gibbs-c2``, …): the row is the chain of median
+        held-out perplexity (of median training log likelihood without a
+        held-out split). tomotopy's chains on one corpus can differ by several
+        per cent (one stuck 9% above the others on a basket corpus: the
+        benchmarks README), more than the methods being compared.
     seed : int, default=0
 
     Returns
@@ -109,9 +129,11 @@ def compare(
     if not topics or any(not isinstance(k, int) or k < 2 for k in topics):
         raise InvalidParameterError(f"The 'topics' parameter of compare must be a non-empty list of ints >= 2. "
                                     f"Got {topics!r} instead.")
+    check_int(gibbs_chains, "gibbs_chains", "compare", low=1)
     if "gibbs" in methods:
         require_tomotopy()  # fail before any fitting when the extra is missing
     names: dict[tuple[str, int], str] = {}
+    chains: dict[int, list[str]] = {}
     for k in topics:
         fitted: set[str] = set()
 
@@ -124,8 +146,11 @@ def compare(
 
         for method in methods:
             if method == "gibbs":
-                name = default_name(k, method)
-                fit_gibbs(root, n_topics=k, iterations=gibbs_iterations, seed=seed, name=name, overwrite=True)
+                chains[k] = [default_name(k, method) + (f"-c{c + 1}" if c else "") for c in range(gibbs_chains)]
+                for c, chain in enumerate(chains[k]):
+                    fit_gibbs(root, n_topics=k, iterations=gibbs_iterations, seed=seed + c, name=chain,
+                              overwrite=True)
+                name = chains[k][0]
             elif method.startswith("ap+"):
                 source, how = spectral("ap"), method.removeprefix("ap+")
                 name = default_refined_name(source, how)
@@ -133,7 +158,9 @@ def compare(
             else:
                 name = spectral(method)
             names[(method, k)] = name
-    metrics = evaluate(root, models=list(names.values()))["models"]
+    metrics = evaluate(root, models=list(names.values()) + [c for cs in chains.values() for c in cs[1:]])["models"]
+    for k, cs in chains.items():
+        names[("gibbs", k)] = _median_chain(root, cs, metrics)
     rows = []
     for (method, k), name in names.items():
         entry = metrics[name]

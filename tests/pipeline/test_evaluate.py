@@ -209,6 +209,25 @@ def test_compare_runs_every_method_and_writes_table_and_figure(tmp_path):
     assert (tmp_path / "report" / "compare.md").read_text().count("| gibbs |") == 2
 
 
+def test_compare_reports_the_gibbs_chain_of_median_perplexity(tmp_path):
+    """Several chains (seeds 0, 1, 2): the row is the chain whose held-out perplexity is the median of the three,
+    computed here from evaluate's own figures for every chain."""
+    from jsmf_dask.exceptions import InvalidParameterError
+
+    pytest.importorskip("tomotopy")
+    synth(tmp_path, n_docs=600, n_words=80, n_topics=3, doc_length=30, seed=6)
+    cooccur(tmp_path, heldout=0.2)
+    result = compare(tmp_path, topics=[3], methods=["gibbs"], gibbs_iterations=5, gibbs_chains=3)
+    chains = ["k3-gibbs", "k3-gibbs-c2", "k3-gibbs-c3"]
+    assert [open_model(tmp_path, c).attrs["params"]["seed"] for c in chains] == [0, 1, 2]
+    ppl = {c: m["heldout"]["perplexity"] for c, m in evaluate(tmp_path, models=chains)["models"].items()}
+    assert len(set(ppl.values())) == 3  # five sweeps: the chains differ
+    (row,) = result.rows
+    assert row["model"] == sorted(chains, key=ppl.get)[1] and row["perplexity"] == pytest.approx(ppl[row["model"]])
+    with pytest.raises(InvalidParameterError, match="'gibbs_chains' parameter of compare"):
+        compare(tmp_path, topics=[3], methods=["gibbs"], gibbs_chains=0)
+
+
 def test_compare_names_the_missing_extra(tmp_path, monkeypatch):
     import builtins
 
