@@ -12,7 +12,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from jsmf_dask import RectifiedAnchorWords, cooccur, ingest, load_model
+from jsmf_dask import RectifiedAnchorWords, cooccur, ingest, load_model, open_model
 from jsmf_dask.exceptions import InputError, InvalidParameterError, StoreError
 from jsmf_dask.kernels.synthetic import sample_corpus
 
@@ -156,6 +156,8 @@ def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     assert loaded.provenance_ == fitted.provenance_ == {"input": "count matrix", "n_documents": 1500,
                                                         "n_tokens": int(counts.sum())}
     assert loaded.score(counts[:100]) == pytest.approx(fitted.score(counts[:100]), rel=1e-12)
+    # 1,500 documents: the refinement ran its chosen sweeps again with the validation documents (the refit)
+    assert fitted.refit_["sweeps"] >= 1 and fitted.refit_["n_docs"] > 1400 and loaded.refit_ == fitted.refit_
     with pytest.raises(StoreError, match="exists"):
         fitted.save(tmp_path / "model")
     fitted.save(tmp_path / "model", overwrite=True)
@@ -178,6 +180,7 @@ def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     np.testing.assert_allclose(refined.transform(counts), model.transform(counts), atol=1e-12)
     np.testing.assert_array_equal(refined.spectral_components_, spectral.components_)
     assert spectral.doc_topic_prior_ is None and refined.get_params()["refine"] == "cvb0"
+    assert spectral.refit_ is None and refined.refit_ == open_model(str(root), "k4-cvb0").attrs["refit"]
     assert refined.provenance_["model"] == "k4-cvb0" and refined.provenance_["reading"]["format"] == "auto"
     refined.save(tmp_path / "from-root")  # the root's model, with how its corpus was read, portable
     assert load_model(tmp_path / "from-root").provenance_ == refined.provenance_

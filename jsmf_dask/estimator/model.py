@@ -120,6 +120,10 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Per-cycle trace of AP/ENN, per-sweep trace of the refinement (empty without).
     n_iter_ : int
         Passes over the documents of the refinement; AP/ENN cycles without refinement.
+    refit_ : dict or None
+        When the refinement ran its chosen sweeps again with the validation documents in training
+        (``refine``'s refit, below 2,500 training documents): ``{"sweeps", "n_docs", "seconds"}``; else None.
+        ``refine_history_`` and ``n_iter_`` describe the run that chose the sweeps.
     vocabulary_ : list of str
         The words of the columns (``feature_names_in_`` when ``X`` had them, else ``w0``, ``w1``, …).
     provenance_ : dict
@@ -292,7 +296,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.components_ = self.spectral_components_ = B
         self.topic_topic_ = self.topic_topic_least_squares_ = np.ones((1, 1))
         self.anchors_, self.eigenvalues_ = np.array([int(np.argmax(total))]), np.zeros(0)
-        self.rectification_history_, self.refine_history_ = {}, {}
+        self.rectification_history_, self.refine_history_, self.refit_ = {}, {}, None
         self.doc_topic_prior_, self.topic_word_prior_ = np.ones(1), None
         self.n_iter_, self.vocabulary_ = 1, words
 
@@ -347,7 +351,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.components_ = self.spectral_components_ = np.ascontiguousarray(rec.B.T)
         self.topic_topic_, self.topic_topic_least_squares_ = rec.A, rec.A_least_squares
         self.anchors_, self.eigenvalues_ = np.asarray(anchors), np.asarray(values)
-        self.rectification_history_, self.refine_history_ = dict(trace), {}
+        self.rectification_history_, self.refine_history_, self.refit_ = dict(trace), {}, None
         self.doc_topic_prior_ = self.topic_word_prior_ = None
         self.n_iter_ = int(n_iter)
 
