@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from jsmf_dask._validation import check_int
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.fs import get_fs, join, write_file
-from jsmf_dask.io.model_store import open_model
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate
 from jsmf_dask.parameters import compare_methods
 from jsmf_dask.pipeline.fit import fit
 from jsmf_dask.pipeline.fit_model import default_name
-from jsmf_dask.pipeline.gibbs import fit_gibbs, require_tomotopy
+from jsmf_dask.pipeline.gibbs import fit_gibbs, median_chain, require_tomotopy
 from jsmf_dask.pipeline.refine import default_refined_name, refine
 from jsmf_dask.pipeline.report import report_dir
 from jsmf_dask.render.figures import metric_curves
@@ -69,16 +68,6 @@ def _previous_rows(url: str) -> list[dict]:
                     row[key] = float(value) if value not in ("", None) else None
             rows.append(row)
     return rows
-
-
-def _median_chain(root: str, chains: list[str], metrics: dict) -> str:
-    """The chain of median held-out perplexity (the lower middle of an even number); without held-out
-    documents, of median training log likelihood per word."""
-    def score(name: str) -> float:
-        ppl = metrics[name].get("heldout", {}).get("perplexity")
-        return ppl if ppl is not None else -float(open_model(root, name).attrs["log_likelihood_per_word"])
-
-    return sorted(chains, key=score)[(len(chains) - 1) // 2]
 
 
 def compare(
@@ -160,7 +149,7 @@ def compare(
             names[(method, k)] = name
     metrics = evaluate(root, models=list(names.values()) + [c for cs in chains.values() for c in cs[1:]])["models"]
     for k, cs in chains.items():
-        names[("gibbs", k)] = _median_chain(root, cs, metrics)
+        names[("gibbs", k)] = median_chain(root, cs, metrics)
     rows = []
     for (method, k), name in names.items():
         entry = metrics[name]

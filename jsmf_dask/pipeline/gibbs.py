@@ -22,7 +22,7 @@ import zarr
 from jsmf_dask._validation import check_heldout, check_int, check_name
 from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.io.fs import staged_output
-from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
+from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_array
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
@@ -30,7 +30,7 @@ from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.fit_model import FitResult, write_topics
 
-__all__ = ["fit_gibbs", "MissingExtraError", "require_tomotopy"]
+__all__ = ["fit_gibbs", "median_chain", "MissingExtraError", "require_tomotopy"]
 
 
 class MissingExtraError(JSMFError):
@@ -160,6 +160,18 @@ def fit_gibbs(
                        model_path(root, name), attrs)
     write_topics(root, name, fitted)
     return fitted
+
+
+def median_chain(root: str, chains: list[str], metrics: dict) -> str:
+    """Of several Gibbs models of ``root`` (chains of different seeds), the one of median held-out perplexity
+    (the lower middle of an even number), the reference to compare with: tomotopy's chains on one corpus can
+    differ by several per cent. ``metrics``: :func:`~jsmf_dask.evaluate`'s ``"models"`` entry; without held-out
+    documents the chains are ranked by their training log likelihood per word."""
+    def score(name: str) -> float:
+        ppl = metrics[name].get("heldout", {}).get("perplexity")
+        return ppl if ppl is not None else -float(open_model(root, name).attrs["log_likelihood_per_word"])
+
+    return sorted(chains, key=score)[(len(chains) - 1) // 2]
 
 
 def _state_topics(model, n: int, n_topics: int) -> tuple[np.ndarray, np.ndarray]:

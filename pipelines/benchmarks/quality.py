@@ -152,7 +152,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
 
     from jsmf_dask import cooccur, evaluate, fit
     from jsmf_dask.parameters import refined_fit_iterations
-    from jsmf_dask.pipeline.gibbs import fit_gibbs
+    from jsmf_dask.pipeline.gibbs import fit_gibbs, median_chain
     from jsmf_dask.pipeline.refine import refine
     from pipelines.benchmarks.fit import matched_l1
 
@@ -201,7 +201,8 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                 _store_peer(root, f"k{k}-sklearn", B, np.full(k, float(lda.doc_topic_prior_)), 0.1)
             names = [m for m in seconds if m.startswith(f"k{k}-")]
             metrics = evaluate(root, models=names)["models"]
-            reference = _median_chain(metrics, [m for m in names if m.startswith(f"k{k}-gibbs")])
+            chains = [m for m in names if m.startswith(f"k{k}-gibbs")]
+            reference = median_chain(root, chains, metrics) if chains else None
             paired = _paired_to_gibbs(root, names, reference)
             fixed = statistics.median(seconds["ingest"]) + statistics.median(seconds["cooccur"]) + \
                 statistics.median(seconds[f"k{k}-ap"])
@@ -222,15 +223,6 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                     row["B_l1"] = matched_l1(open_model(root, model).arrays["B"], truth)
                 rows.append(row)
     return {"corpus": name, "rows": rows}
-
-
-def _median_chain(metrics: dict, chains: list[str]) -> str | None:
-    """The Gibbs chain (seed) of median held-out perplexity, the reference of the comparisons (the lower
-    median for an even number): tomotopy's chains differ by up to ±1% on the small corpora."""
-    if not chains:
-        return None
-    ranked = sorted(chains, key=lambda m: metrics[m]["heldout"]["perplexity"])
-    return ranked[(len(ranked) - 1) // 2]
 
 
 def _paired_to_gibbs(root: str, names: list[str], gibbs: str | None) -> dict[str, dict]:
