@@ -263,6 +263,11 @@ PARAMETERS: tuple[Parameter, ...] = (
               "auto (below 2,500 training documents, where the extra documents measurably help); without held-out "
               "documents, the start is checked against the state the validation documents chose, before the refit",
               choices=("auto", "always", "never")),
+    Parameter("refine", "drawn_sweeps", "int", 0,
+              "cvb0: the first D sweeps add counts drawn from the responsibilities (seeded by document id and "
+              "sweep) instead of their expectations, so the topics can leave the spectral start's basin; the "
+              "soft sweeps after them return the model (helps where the corpus is small for its K: see the README)",
+              low=0, metavar="D"),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "
               "not improved for 3 sweeps; 0: off", low=0.0, high=0.5, metavar="FRACTION",

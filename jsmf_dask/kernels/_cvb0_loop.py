@@ -31,7 +31,7 @@ EXACT_COUNTS = 10
 
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_topic, max_iter, tol, counts,
-              prior_sums, stats_docs):
+              prior_sums, stats_docs, draw_seeds):
     """CVB0 for every document of a CSR block, in place on ``doc_topic``; adds to ``counts`` and ``prior_sums``.
 
     Returns the inner iterations summed over documents and the training log
@@ -44,6 +44,20 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
     :data:`EXACT_COUNTS` terms exactly from the distribution of ``n_dk``
     below that (``Σ_i P(n_dk > i)/(α + i)``, a truncated convolution over the
     tokens), the rest at the expected count, ``ψ(max(N_dk, E) + α) − ψ(E + α)``.
+
+    With ``draw_seeds`` (one seed per document; empty: none) a document adds to
+    ``counts`` and keeps in ``doc_topic`` counts *drawn* from its
+    responsibilities instead of their expectation: the whole part of each
+    word's count ``n_dw`` as a multinomial over ``ρ_w`` (each token a topic by
+    one uniform against the cumulative ``ρ_w``), its fraction times ``ρ_w``.
+    Each document reseeds the generator with its own seed, so a document's
+    draws do not depend on its block, the thread or the other documents; and
+    every token takes exactly one uniform, so a difference in ``ρ`` at the
+    rounding level (another summation order of ``W`` or ``α`` on another
+    cluster) can change a token's topic only where its uniform falls within
+    that rounding of a boundary, never the draws of the tokens after it. (A
+    binomial per topic would not do: whether it is called at all, and how
+    many uniforms it takes, depends on ρ.)
     """
     n_docs = indptr.size - 1
     n_words, k = word_topic.shape
@@ -54,6 +68,7 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
     rows = np.empty((longest, k))  # the document's rows of W, gathered once: they stay in cache for its iterations
     nd = np.empty(k)
     nd_new = np.empty(k)
+    cumulative = np.empty(k)  # a word's cumulative responsibilities (drawn passes)
     denom = np.empty(k)
     dist = np.empty((EXACT_COUNTS + 1, k))  # P(n_dk = m) for m < EXACT_COUNTS, then P(n_dk >= EXACT_COUNTS)
     alpha_sum = 0.0
@@ -65,6 +80,7 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
         psi_alpha[t] = digamma(alpha[t])
     psi_alpha_sum = digamma(alpha_sum)
     series = True
+    draw = draw_seeds.size > 0
     for t in range(k):
         denom[t] = 1.0 / (topic_total[t] + n_eta)
         series = series and topic_total[t] >= SERIES_MIN_TOTAL
@@ -143,13 +159,43 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
             iterations += 1
             if change / k < tol:
                 break
-        for j in range(length):
-            w = indices[start + j]
-            c = data[start + j]
+        if draw:
+            np.random.seed(draw_seeds[d])
             for t in range(k):
-                counts[w, t] += c * rho[j, t]
-        for t in range(k):
-            doc_topic[d, t] = nd[t]
+                nd_new[t] = 0.0
+            for j in range(length):
+                w = indices[start + j]
+                c = data[start + j]
+                whole = int(c)
+                part = c - whole
+                acc = 0.0
+                for t in range(k):
+                    acc += rho[j, t]
+                    cumulative[t] = acc
+                    v = part * rho[j, t]
+                    counts[w, t] += v
+                    nd_new[t] += v
+                for _ in range(whole):  # one uniform a token, whatever ρ: a rounding in ρ cannot shift the stream
+                    u = np.random.random() * acc
+                    lo, hi = 0, k - 1  # the first topic whose cumulative responsibility exceeds u
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if cumulative[mid] > u:
+                            hi = mid
+                        else:
+                            lo = mid + 1
+                    counts[w, lo] += 1.0
+                    nd_new[lo] += 1.0
+            for t in range(k):
+                doc_topic[d, t] = nd_new[t]
+        else:
+            for j in range(length):
+                w = indices[start + j]
+                c = data[start + j]
+                for t in range(k):
+                    counts[w, t] += c * rho[j, t]
+            for t in range(k):
+                doc_topic[d, t] = nd[t]
         if not stats_docs[d]:
             continue
         dist[:, :] = 0.0

@@ -47,7 +47,7 @@ from scipy.special import psi
 
 from jsmf_dask.kernels._cvb0_loop import cvb0_loop
 
-__all__ = ["CVB0Result", "cvb0_step", "initial_doc_topic", "collapsed_topics", "collapsed_theta",
+__all__ = ["CVB0Result", "cvb0_step", "draw_seeds", "initial_doc_topic", "collapsed_topics", "collapsed_theta",
            "minka_alpha_step", "learn_alpha", "learn_eta", "ALPHA_BOUNDS", "ETA_BOUNDS"]
 
 #: Learned priors are kept in these ranges (a fixed point can run off to 0 on degenerate counts).
@@ -102,6 +102,7 @@ def cvb0_step(
     max_iter: int = 3,
     tol: float = 1e-3,
     prior_stats: bool | np.ndarray = False,
+    draw_seeds: np.ndarray | None = None,
 ) -> CVB0Result:
     """One CVB0 pass over a block of documents (see the module docstring).
 
@@ -127,6 +128,12 @@ def cvb0_step(
         enough for the ratios Minka's step uses; they cost about
         :data:`~jsmf_dask.kernels._cvb0_loop.EXACT_COUNTS` operations per token
         and topic, as much as the update).
+    draw_seeds : ndarray of int, shape (D,), optional
+        A drawn pass: each document adds counts drawn from its
+        responsibilities (a multinomial per word, seeded by the document's
+        seed) to ``counts`` and keeps them as its ``N_d``, instead of their
+        expectation (see :func:`draw_seeds`). The statistics for ``α``
+        stay the expectations'.
 
     Returns
     -------
@@ -148,8 +155,21 @@ def cvb0_step(
         stats_docs = np.full(X.shape[0], bool(prior_stats))
     iterations, loglik = cvb0_loop(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, word_topic,
                                    word_topic.sum(axis=0), alpha, float(eta), doc_topic, int(max_iter), float(tol),
-                                   counts, prior_sums, stats_docs)
+                                   counts, prior_sums, stats_docs,
+                                   np.zeros(0, np.int64) if draw_seeds is None else
+                                   np.asarray(draw_seeds, dtype=np.int64))
     return CVB0Result(doc_topic, counts, prior_sums if wanted else None, float(loglik), int(iterations))
+
+
+def draw_seeds(doc_hashes: np.ndarray, sweep: int) -> np.ndarray:
+    """Seeds (0 ≤ seed < 2³²) of a drawn pass: one per document from its id's 64-bit hash and the sweep
+    (splitmix64's finaliser of their mix), so that a document's draws depend on nothing else."""
+    with np.errstate(over="ignore"):
+        z = np.asarray(doc_hashes, dtype=np.uint64) + np.uint64(sweep) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(32)).astype(np.int64)
 
 
 def collapsed_topics(word_topic: np.ndarray, eta: float) -> np.ndarray:

@@ -103,10 +103,16 @@ def change_line(k: int, gained: list[int], lost: list[int], words: list[str], *,
     return f"{k:3d} +[{sep.join(words[i] for i in gained)}] -[{sep.join(words[i] for i in lost)}]"
 
 
-def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit) -> None:
+def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps) -> None:
     for key, value in (("method", method), ("sweeps", sweeps), ("tol", tol), ("alpha", alpha), ("eta", eta),
-                       ("inner_iterations", inner_iterations), ("refit", refit)):
+                       ("inner_iterations", inner_iterations), ("refit", refit), ("drawn_sweeps", drawn_sweeps)):
         parameter("refine", key).check(value, "refine")
+    if drawn_sweeps and method != "cvb0":
+        raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) draws CVB0's counts; "
+                                    f"method {method!r} has none to draw: pass method='cvb0' or drawn_sweeps=0")
+    if drawn_sweeps >= sweeps:
+        raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) must be below "
+                                    f"'sweeps' ({sweeps}): the sweeps after the drawn ones return the model")
 
 
 def refine(
@@ -124,6 +130,7 @@ def refine(
     inner_iterations: int = 3,
     inner_tol: float = 1e-3,
     refit: str = "auto",
+    drawn_sweeps: int = 0,
     overwrite: bool = False,
     on_sweep: Callable[[SweepRecord], None] | None = None,
 ) -> RefineResult:
@@ -186,6 +193,16 @@ def refine(
         scores of the start and of the chosen state (before the refit) do.
         ``'auto'``: below :data:`REFIT_MAX_DOCS` training documents, where the
         5% more data measurably helps (the refit costs as much as the first run).
+    drawn_sweeps : int, default=0
+        CVB0 only: the first ``drawn_sweeps`` sweeps add to the word–topic
+        counts, and keep as each document's topic counts, counts *drawn* from
+        the responsibilities (a multinomial per document and word, seeded by
+        the document's id and the sweep: the same model on any cluster) instead
+        of their expectations; the soft sweeps after them return the model (the
+        stops and the state returned count from the last drawn sweep on). The
+        noise lets the topics leave the spectral start's basin, as a Gibbs
+        sampler's do; measured in the README: it helps where the corpus is
+        small for its K (MovieLens) and costs refine twice its sweeps.
     overwrite : bool, default=False
     on_sweep : callable, optional
         Called with a :class:`SweepRecord` after each sweep, the refit's too (``phase`` 'refit') (progress).
@@ -205,7 +222,7 @@ def refine(
             f"The 'validation' parameter of refine ({validation}) asks to stop by documents that {cooc_path(root)} "
             f"counted (it leaves out {stored_validation or 'none'}): the model refine starts from saw them, so their "
             f"score would flatter it; rebuild C with `jsmf cooccur --validation {validation}` (or pass validation=0)")
-    _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit)
+    _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps)
     name = name or default_refined_name(model, method)
     source = open_model(root, model)
     refuse_existing(model_path(root, name), overwrite=overwrite)
@@ -248,7 +265,7 @@ def refine(
             fs.makedirs(path, exist_ok=True)
         with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
             run = run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=eta, sweeps=sweeps, tol=tol,
-                             stop_by_validation=True, on_sweep=on_sweep)
+                             stop_by_validation=True, drawn=drawn_sweeps, on_sweep=on_sweep)
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
         records, counts, params, stopped, best_sweep = run.records, run.counts, run.params, run.stopped, run.best_sweep
@@ -261,7 +278,8 @@ def refine(
             counts, params = start(DocumentSplit(heldout, 0.0))
             with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
                 again = run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=eta, sweeps=chosen_sweeps,
-                                   tol=None, stop_by_validation=False, first=len(records) + 1, phase="refit",
+                                   tol=None, stop_by_validation=False, drawn=drawn_sweeps,
+                                   first=len(records) + 1, phase="refit",
                                    on_sweep=on_sweep)
             counts, params = again.counts, again.params
             last_state = gamma_dir(scratch, len(records) + chosen_sweeps)
@@ -316,7 +334,8 @@ def refine(
             "name": name,
             "params": {"n_topics": k, "rectifier": method, "method": method, "source": model, "sweeps": sweeps,
                        "tol": tol, "alpha": alpha, "eta": eta, "inner_iterations": inner_iterations,
-                       "inner_tol": inner_tol, "heldout": heldout, "validation": validation, "refit": refit},
+                       "inner_tol": inner_tol, "heldout": heldout, "validation": validation, "refit": refit,
+                       "drawn_sweeps": drawn_sweeps},
             "source": {"name": model, "rectifier": source.attrs.get("params", {}).get("rectifier")},
             "n_iter": len(records),
             "stopped": stopped,

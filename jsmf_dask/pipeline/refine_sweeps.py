@@ -47,11 +47,13 @@ class SweepRecord:
     eta: float  # η used in this sweep
     topics: np.ndarray | None = None  # B after this sweep, N×K
     phase: str = "refine"  # or 'refit': the chosen sweeps again, with the validation documents in training
+    drawn: bool = False  # its counts were drawn from the responsibilities (refine's ``drawn_sweeps``)
 
     def line(self) -> str:
         valid = "" if math.isnan(self.validation_perplexity) else \
             f"validation perplexity {self.validation_perplexity:.1f} before it, "
-        return (f"{self.phase} sweep {self.sweep}/{self.of}: {valid}relative change {self.relative_change:.3g}, "
+        drawn = " (drawn counts)" if self.drawn else ""
+        return (f"{self.phase} sweep {self.sweep}/{self.of}{drawn}: {valid}relative change {self.relative_change:.3g}, "
                 f"alpha sum {self.alpha_sum:.3g}, eta {self.eta:.3g}, "
                 f"{self.inner_iterations:.1f} inner iterations per document, {self.seconds:.1f} s")
 
@@ -70,12 +72,15 @@ class SweepRun:
 
 
 def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, *, alpha, eta, sweeps: int,
-               tol: float | None, stop_by_validation: bool, first: int = 1, phase: str = "refine",
-               on_sweep: Callable[[SweepRecord], None] | None = None) -> SweepRun:
+               tol: float | None, stop_by_validation: bool, drawn: int = 0, first: int = 1,
+               phase: str = "refine", on_sweep: Callable[[SweepRecord], None] | None = None) -> SweepRun:
     """Up to ``sweeps`` sweeps from ``counts``: the documents' states go to ``gamma_dir(scratch, first + i)``
     (the first sweep starts every document afresh). Stops on ``tol`` and, with ``stop_by_validation``, when the
     validation documents stop improving (then returns the best state they saw). ``alpha``, ``eta``: refine's
-    own (``'auto'`` learns that prior between sweeps)."""
+    own (``'auto'`` learns that prior between sweeps). The first ``drawn`` sweeps (CVB0) add counts drawn from
+    the responsibilities instead of their expectations (seeded by the document and the sweep's number in this
+    run, so a refit draws what the choosing run drew for the same document); the stops apply after them, to the
+    states from the drawn phase's last on (the validation stop's patience counts from there too)."""
     method = params.method
     records: list[SweepRecord] = []
     stopped = "sweeps"
@@ -86,7 +91,8 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
         t0 = time.perf_counter()
         s = first + i
         with _progress.data_in_graph():
-            (total,) = _progress.compute(sweep_tasks(prepared(), params, shared_arrays(method, counts, params.eta),
+            swept = replace(params, drawn_sweep=i + 1) if i < drawn else params
+            (total,) = _progress.compute(sweep_tasks(prepared(), swept, shared_arrays(method, counts, params.eta),
                                                      None if i == 0 else gamma_dir(scratch, s - 1),
                                                      gamma_dir(scratch, s), sweep=s))
         if total.n_docs == 0:
@@ -98,20 +104,22 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
             entering = total.bound / total.n_tokens
         change = float(np.linalg.norm(total.counts - counts) / np.linalg.norm(counts))
         scored = validation_perplexity(total)  # of the state this sweep entered with
-        if scored < best[0]:
+        if i >= drawn and scored < best[0]:  # a state of the drawn phase is never returned
             best = (scored, i + 1, counts, params)
         counts = total.counts
         rec = SweepRecord(i + 1, sweeps, entering, change, total.iterations / total.n_docs,
                           time.perf_counter() - t0, scored, float(params.alpha.sum()), params.eta,
-                          collapsed_topics(counts, params.eta), phase)
+                          collapsed_topics(counts, params.eta), phase, i < drawn)
         records.append(rec)
         if on_sweep is not None:
             on_sweep(rec)
         params = learned_priors(params, total, counts, alpha, eta)
+        if i < drawn:
+            continue
         if tol is not None and change < tol:
             stopped = "tol"
             break
-        if stop_by_validation and stopped_improving([r.validation_perplexity for r in records]):
+        if stop_by_validation and stopped_improving([r.validation_perplexity for r in records[drawn:]]):
             stopped = "validation"
             # the sweeps since the best state only made the validation documents worse: return that state
             _, best_sweep, counts, params = best

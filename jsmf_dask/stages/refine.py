@@ -38,7 +38,7 @@ from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.io.scratch import load_array, save_array, write_table
-from jsmf_dask.kernels.collapsed import collapsed_theta, cvb0_step
+from jsmf_dask.kernels.collapsed import collapsed_theta, cvb0_step, draw_seeds
 from jsmf_dask.kernels.heldout import DocumentSplit, completion_log_likelihood, doc_hashes, sample_mask, \
     split_tokens
 from jsmf_dask.kernels.variational import e_step, expected_topic_topic
@@ -67,6 +67,7 @@ class SweepParams:
     learn_alpha: bool = False  # CVB0: also return Minka's statistics for α
     alpha_sample: float = 1.0  # … over this fraction of the training documents (by id)
     validation_sample: float = 1.0  # the validation documents scored: this fraction of them (by id)
+    drawn_sweep: int | None = None  # CVB0: this sweep draws its counts (its number in the run seeds the draws)
 
 
 @dataclass
@@ -190,7 +191,9 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, share
     if params.method == "cvb0":
         res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
                         tol=params.inner_tol,
-                        prior_stats=params.learn_alpha and sample_mask(train_hashes, params.alpha_sample))
+                        prior_stats=params.learn_alpha and sample_mask(train_hashes, params.alpha_sample),
+                        draw_seeds=None if params.drawn_sweep is None else
+                        draw_seeds(train_hashes, params.drawn_sweep))
         new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
             res.iterations, res.prior_sums
     else:

@@ -21,6 +21,7 @@ from jsmf_dask.kernels.collapsed import (
     collapsed_theta,
     collapsed_topics,
     cvb0_step,
+    draw_seeds,
     initial_doc_topic,
     learn_alpha,
     learn_eta,
@@ -134,6 +135,73 @@ def test_a_documents_result_does_not_depend_on_its_block():
                                                              prior_stats=True).prior_sums, rtol=1e-12)
     np.testing.assert_array_equal(sampled.doc_topic, whole.doc_topic)
     assert cvb0_step(X, W, alpha, 0.01, max_iter=5).prior_sums is None
+
+
+def test_a_drawn_pass_keeps_every_token_and_draws_whole_counts():
+    """Drawn counts: each (document, word)'s whole count is split among the topics as integers, its fraction
+    spread by the responsibilities; so every word's and every document's total is kept exactly."""
+    rng = np.random.default_rng(4)
+    _, X = _corpus(rng, 30, 20, 15)
+    X.data[::7] += 0.5  # a few fractional counts (weighted input)
+    W = rng.gamma(1.0, 3.0, size=(20, 4))
+    alpha = np.full(4, 0.1)
+    seeds = draw_seeds(np.arange(30, dtype=np.uint64) * 7919, 1)
+    res = cvb0_step(X, W, alpha, 0.01, max_iter=3, draw_seeds=seeds)
+    np.testing.assert_allclose(res.counts.sum(axis=1), X.sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(res.doc_topic.sum(axis=1), X.sum(axis=1), rtol=1e-12)
+    whole = cvb0_step(sps.csr_array(np.floor(X.toarray())), W, alpha, 0.01, max_iter=3, draw_seeds=seeds)
+    assert np.array_equal(whole.counts, np.round(whole.counts)) and whole.counts.min() >= 0
+    assert np.array_equal(whole.doc_topic, np.round(whole.doc_topic))
+    soft = cvb0_step(X, W, alpha, 0.01, max_iter=3)
+    assert not np.allclose(res.counts, soft.counts)
+
+
+def test_drawn_counts_are_unbiased_draws_of_the_responsibilities():
+    """Over R seeds the drawn word–topic counts average to the soft pass's expected counts (the same
+    responsibilities: the draw comes after the document's updates), and one word's draws have the multinomial's
+    variance. Each drawn cell sums the words' binomials, variance ≤ n_w/4, so its mean over R = 600 seeds has a
+    standard error ≤ sqrt(n_w/(4R)); 6 of them is the tolerance (a false failure has p < 1e-7 a cell)."""
+    rng = np.random.default_rng(5)
+    _, X = _corpus(rng, 25, 12, 20)
+    W = rng.gamma(1.0, 3.0, size=(12, 3))
+    alpha = np.full(3, 0.2)
+    soft = cvb0_step(X, W, alpha, 0.01, max_iter=3)
+    R = 600
+    drawn = np.array([cvb0_step(X, W, alpha, 0.01, max_iter=3,
+                                draw_seeds=draw_seeds(np.arange(25, dtype=np.uint64), r)).counts for r in range(R)])
+    n_w = np.asarray(X.sum(axis=0))
+    se = np.sqrt(n_w / (4 * R))[:, None]
+    assert np.all(np.abs(drawn.mean(axis=0) - soft.counts) <= 6 * se + 1e-12)
+    # one document of one word, 9 tokens: n_t ~ Multinomial(9, ρ), Var n_t = 9 ρ_t (1 − ρ_t); the sample
+    # variance over 4,000 seeds has a relative standard error of about sqrt(2/4000) = 2.2%: 15% is 7 of them
+    one = sps.csr_array((np.array([9.0]), (np.array([0]), np.array([2]))), shape=(1, 12))
+    rho = cvb0_step(one, W, alpha, 0.01, max_iter=3).counts[2] / 9
+    draws = np.array([cvb0_step(one, W, alpha, 0.01, max_iter=3, draw_seeds=np.array([s])).counts[2]
+                      for s in range(4000)])
+    assert np.all(draws.sum(axis=1) == 9)
+    np.testing.assert_allclose(draws.mean(axis=0), 9 * rho, atol=6 * np.sqrt(9 / 4 / 4000))
+    np.testing.assert_allclose(draws.var(axis=0), 9 * rho * (1 - rho), rtol=0.15)
+
+
+def test_a_documents_draws_depend_on_its_seed_alone():
+    """Split into blocks the same documents with the same seeds draw the same counts; another sweep's seeds
+    draw others. The seeds are a function of the id's hash and the sweep only."""
+    rng = np.random.default_rng(6)
+    _, X = _corpus(rng, 40, 30, 20)
+    W = rng.gamma(1.0, 1.0, size=(30, 4))
+    alpha = np.full(4, 0.1)
+    hashes = rng.integers(0, 2**63, size=40).astype(np.uint64)
+    seeds = draw_seeds(hashes, 3)
+    assert seeds.min() >= 0 and seeds.max() < 2**32 and len(set(seeds.tolist())) == 40
+    np.testing.assert_array_equal(seeds, draw_seeds(hashes.copy(), 3))
+    np.testing.assert_array_equal(seeds[17:], draw_seeds(hashes[17:], 3))
+    whole = cvb0_step(X, W, alpha, 0.01, max_iter=5, draw_seeds=seeds)
+    a = cvb0_step(X[:17], W, alpha, 0.01, max_iter=5, draw_seeds=seeds[:17])
+    b = cvb0_step(X[17:], W, alpha, 0.01, max_iter=5, draw_seeds=seeds[17:])
+    np.testing.assert_array_equal(whole.doc_topic, np.vstack([a.doc_topic, b.doc_topic]))
+    np.testing.assert_allclose(whole.counts, a.counts + b.counts, rtol=1e-13, atol=1e-13)
+    other = cvb0_step(X, W, alpha, 0.01, max_iter=5, draw_seeds=draw_seeds(hashes, 4))
+    assert not np.array_equal(other.doc_topic, whole.doc_topic)
 
 
 def _lda_corpus(rng, n_docs, n_words, k, length, alpha=0.1, beta=0.05):

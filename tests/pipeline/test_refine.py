@@ -176,6 +176,12 @@ def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
     ({"model": "ap", "alpha": float("nan")}, InvalidParameterError, r"'alpha' parameter of refine"),
     ({"model": "ap", "validation": 0.7}, InvalidParameterError, r"'validation' parameter of refine must be a float"),
     ({"model": "ap", "refit": "sometimes"}, InvalidParameterError, r"'refit' parameter of refine must be a str among"),
+    ({"model": "ap", "drawn_sweeps": -1}, InvalidParameterError, r"'drawn_sweeps' parameter of refine must be an int"),
+    ({"model": "ap", "drawn_sweeps": 1.5}, InvalidParameterError, r"'drawn_sweeps' parameter of refine must be an int"),
+    ({"model": "ap", "drawn_sweeps": 2, "method": "vb", "name": "x"}, InvalidParameterError,
+     r"'drawn_sweeps' parameter of refine \(2\) draws CVB0's counts; method 'vb' has none"),
+    ({"model": "ap", "drawn_sweeps": 5, "sweeps": 5}, InvalidParameterError,
+     r"'drawn_sweeps' parameter of refine \(5\) must be below 'sweeps' \(5\)"),
 ])
 def test_bad_parameters_write_nothing(lda_root, refined, kwargs, error, match):
     before = listing(lda_root)
@@ -444,6 +450,8 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     (["--eta", "lots"], 2, "argument --eta: expected 'auto' or a float > 0, got 'lots'"),
     (["--validation", "0.05"], 1, "jsmf: error: --validation (0.05) asks to stop by documents that"),
     (["--refit", "sometimes"], 2, "argument --refit: invalid choice: 'sometimes'"),
+    (["--drawn-sweeps", "-2"], 2, "argument --drawn-sweeps: expected an int >= 0, got '-2'"),
+    (["--drawn-sweeps", "60"], 1, "jsmf: error: --drawn-sweeps (60) must be below 'sweeps' (50)"),
 ])
 def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, message, capsys):
     from jsmf_dask.cli import main
@@ -541,3 +549,38 @@ def test_a_start_whose_A_leaves_topics_without_mass_keeps_every_topic(lda_root):
     # the corpus was drawn with a symmetric α: every topic holds a sixth of the documents' weight, give or take
     share = open_model(lda_root, "from-massless").arrays["A"].sum(axis=1)
     assert (share > 0.5 / 6).all(), share
+
+
+def test_drawn_sweeps_come_first_and_the_model_is_a_soft_state_after_them(plain_lda_root, monkeypatch):
+    """The first drawn_sweeps sweeps draw their counts (whole tokens, so W is whole where the corpus is); the
+    stop and the state returned count from the last of them: a drawn state is never the model. The refit
+    (forced here) draws the same sweeps again with the same seeds: run twice, the model is the same bit for bit,
+    and it differs from the soft-only refine of the same start."""
+    import jsmf_dask.pipeline.refine as refine_module
+
+    monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 5000)
+    seen = []
+    r = refine(plain_lda_root, model="ap", name="drawn", drawn_sweeps=3, sweeps=12, on_sweep=seen.append)
+    chosen = r.attrs["returned_state"] - 1
+    assert [rec.drawn for rec in seen] == [True] * 3 + [False] * (r.n_iter - 3) + [True] * 3 + [False] * (chosen - 3)
+    assert "(drawn counts)" in seen[0].line() and "(drawn counts)" not in seen[3].line()
+    assert r.attrs["params"]["drawn_sweeps"] == 3 and r.attrs["refit"]["sweeps"] == chosen
+    assert chosen >= 3 + 1  # at least one soft sweep after the drawn ones
+    curve = r.trace["validation_perplexity"]
+    assert curve[-1] == curve[3:-1].min()  # chosen among the states from the last drawn sweep on
+    again = refine(plain_lda_root, model="ap", name="drawn-again", drawn_sweeps=3, sweeps=12)
+    np.testing.assert_array_equal(again.B, r.B)
+    soft = refine(plain_lda_root, model="ap", name="soft", sweeps=12)
+    assert np.abs(soft.B - r.B).max() > 1e-6
+
+
+def test_drawn_sweeps_give_the_same_model_with_blocks_kept_or_read_each_sweep(lda_root, monkeypatch):
+    """A document's draws are seeded by its id and the sweep: the blocks' persistence, and so the tasks' order
+    and threads, change nothing."""
+    import jsmf_dask.pipeline.refine_sweeps as refine_sweeps
+
+    with dask.config.set(scheduler="threads"):
+        kept = refine(lda_root, model="ap", sweeps=5, drawn_sweeps=3, tol=None, validation=0, name="drawn-kept")
+        monkeypatch.setattr(refine_sweeps, "PREPARED_MEMORY_SHARE", 0.0)
+        again = refine(lda_root, model="ap", sweeps=5, drawn_sweeps=3, tol=None, validation=0, name="drawn-reread")
+    np.testing.assert_allclose(again.B, kept.B, rtol=0, atol=1e-12)
