@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jsmf_dask._validation import check_int, check_option
@@ -80,8 +80,10 @@ class Parameter:
     name : str
         Its keyword in the Python API (``fit(n_topics=...)``); the CLI flag is
         ``--name`` with dashes unless ``flag`` says otherwise.
-    kind : {'int', 'float', 'choice', 'prior', 'str'}
-        ``prior`` is a float > 0 or ``'auto'``.
+    kind : {'int', 'float', 'choice', 'prior', 'priors', 'str'}
+        ``prior`` is a float > 0 or ``'auto'``; ``priors`` also a list of two or
+        more distinct floats > 0 (candidates; on the command line separated by
+        commas).
     default : object
         None where the default depends on the input (then ``default_text`` says how).
     help : str
@@ -138,8 +140,21 @@ class Parameter:
         elif self.kind == "int":
             check_int(value, name, owner, low=None if self.low is None else int(self.low),
                       high=None if self.high is None else int(self.high))
-        elif self.kind in ("float", "prior"):
-            if self.kind == "prior" and value == "auto":
+        elif self.kind == "priors" and isinstance(value, list | tuple):
+            if len(value) < 2 or len(set(value)) < len(value):
+                raise InvalidParameterError(f"The {name!r} parameter of {owner} lists candidates: it needs two or "
+                                            f"more distinct values. Got {list(value)!r} instead.")
+            for v in value:
+                if v == "auto":
+                    raise InvalidParameterError(f"The {name!r} parameter of {owner} lists candidates: 'auto' "
+                                                f"(learned) cannot be one of them. Got {list(value)!r} instead.")
+                try:
+                    replace(self, kind="float").check(v, owner, name=name)
+                except InvalidParameterError:
+                    raise InvalidParameterError(f"The {name!r} parameter of {owner} must be "
+                                                f"{self.describe_range()}. Got {list(value)!r} instead.") from None
+        elif self.kind in ("float", "prior", "priors"):
+            if self.kind in ("prior", "priors") and value == "auto":
                 return
             ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and \
                 (self.low is None or (value > self.low if self.low_open else value >= self.low)) and \
@@ -152,7 +167,8 @@ class Parameter:
         """The valid values in words (for errors and help)."""
         if self.kind == "choice":
             return "one of " + ", ".join(repr(c) for c in self.choices)
-        what = {"int": "an int", "float": "a float", "prior": "'auto' or a float"}.get(self.kind, "a str")
+        what = {"int": "an int", "float": "a float", "prior": "'auto' or a float",
+                "priors": "'auto', a float or a list of floats"}.get(self.kind, "a str")
         if self.low is not None and self.high is not None:
             return f"{what} in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
         if self.low is not None:
@@ -161,10 +177,13 @@ class Parameter:
 
     def parse(self, text: str) -> Any:
         """The CLI's reading of ``text`` (an :class:`argparse.ArgumentTypeError` names what was expected)."""
-        if self.kind == "prior" and text == "auto":
+        if self.kind in ("prior", "priors") and text == "auto":
             return "auto"
         try:
-            value = int(text) if self.kind == "int" else float(text)
+            if self.kind == "priors" and "," in text:
+                value = [float(v) for v in text.split(",")]
+            else:
+                value = int(text) if self.kind == "int" else float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {self.describe_range()}, got {text!r}") from None
         try:
@@ -253,9 +272,11 @@ PARAMETERS: tuple[Parameter, ...] = (
               "document-topic prior: a symmetric value, or auto (asymmetric, one value per topic, learned by "
               "Minka's fixed point between sweeps)", low=0.0, low_open=True, metavar="auto|FLOAT",
               estimator="doc_topic_prior"),
-    Parameter("refine", "eta", "prior", 0.05,
-              "topic-word prior: a symmetric value, or auto (learned by Minka's fixed point)", low=0.0,
-              low_open=True, metavar="auto|FLOAT", estimator="topic_word_prior"),
+    Parameter("refine", "eta", "priors", 0.05,
+              "topic-word prior: a symmetric value, auto (learned by Minka's fixed point), or candidates "
+              "separated by commas (e.g. 0.01,0.05), each refined to its stop and the one the validation documents "
+              "score best kept (needs `cooccur --validation`)", low=0.0,
+              low_open=True, metavar="auto|FLOAT[,FLOAT...]", estimator="topic_word_prior"),
     Parameter("refine", "inner_iterations", "int", 3, "updates per document and sweep at most", low=1, metavar="I"),
     Parameter("refine", "refit", "choice", "auto",
               "once the validation documents have chosen the sweeps, run that many again from the same start on "

@@ -81,8 +81,10 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Passes over the documents at most (the validation documents usually stop it earlier).
     doc_topic_prior : 'auto' or float, default='auto'
         α of the refinement: ``'auto'`` learns an asymmetric α by Minka's fixed point.
-    topic_word_prior : 'auto' or float, default=0.05
-        η of the refinement: ``'auto'`` learns it by Minka's fixed point.
+    topic_word_prior : 'auto', float or list of float, default=0.05
+        η of the refinement: ``'auto'`` learns it by Minka's fixed point; a
+        list is candidates, the one the validation documents score best kept
+        (each costs a refinement).
     validation_fraction : float, default=0.05
         Documents (by the hash of their row number) left out of ``C`` and of the
         refinement's sweeps, scored each sweep; refinement stops when they stop
@@ -111,7 +113,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     doc_topic_prior_ : ndarray, shape (n_components,) or None
         The refined model's (learned) ``α``, which :meth:`transform` folds documents in with; None without.
     topic_word_prior_ : float or None
-        The refined model's (learned) ``η``.
+        The refined model's (learned or chosen) ``η``.
     anchors_ : ndarray of int, shape (n_components,)
         Anchor word (column) of each spectral topic; refined topic k starts from spectral topic k.
     eigenvalues_ : ndarray, shape (n_components,)
@@ -147,7 +149,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     def __init__(self, n_components: int = 10, *, rectifier: str | None = None, max_iter: int | None = None,
                  tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
                  min_anchor_df: int = 10, refine: str | None = "cvb0", refine_sweeps: int = 50,
-                 doc_topic_prior: float | str = "auto", topic_word_prior: float | str = 0.05,
+                 doc_topic_prior: float | str = "auto", topic_word_prior: float | str | list[float] = 0.05,
                  validation_fraction: float = 0.05, random_state: int | None = 0, work_dir: str | None = None,
                  verbose: int = 0):
         self.n_components = n_components

@@ -123,7 +123,7 @@ def refine(
     sweeps: int = 50,
     tol: float | None = 1e-4,
     alpha: float | str = "auto",
-    eta: float | str = 0.05,
+    eta: float | str | list[float] = 0.05,
     name: str | None = None,
     heldout: float | None = None,
     validation: float | None = None,
@@ -158,9 +158,13 @@ def refine(
         its mean and the concentration moment-matched to the source model's ``A``.
         The start's word–topic counts weigh each topic by the same shares
         (:func:`~jsmf_dask.kernels.variational.topic_shares`).
-    eta : 'auto' or float, default=0.05
+    eta : 'auto', float or list of float, default=0.05
         Symmetric topic–word prior; ``'auto'`` learns it by Minka's fixed point
-        between sweeps.
+        between sweeps; a list is candidates: each is refined to its stop (in
+        turn, from the same start) and the one whose validation documents
+        score best is kept (and refitted), the others' scores recorded in
+        ``attrs['eta_candidates']`` — the validation documents tune it, so the
+        held-out ones stay unseen. Needs validation documents.
     name : str, optional
         Output model (default ``<model>-<method>``).
     heldout : float, optional
@@ -223,6 +227,11 @@ def refine(
             f"counted (it leaves out {stored_validation or 'none'}): the model refine starts from saw them, so their "
             f"score would flatter it; rebuild C with `jsmf cooccur --validation {validation}` (or pass validation=0)")
     _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps)
+    if isinstance(eta, list | tuple) and not validation:
+        raise InvalidParameterError(
+            f"The 'eta' parameter of refine ({list(eta)}) lists candidates for the validation documents to choose "
+            f"among, and {cooc_path(root)} left none out: rebuild C with `jsmf cooccur --validation 0.05`, or pass "
+            f"one value")
     name = name or default_refined_name(model, method)
     source = open_model(root, model)
     refuse_existing(model_path(root, name), overwrite=overwrite)
@@ -243,29 +252,35 @@ def refine(
     # A0's row sums (the anchors' block of C̄) can leave a topic with none, which refine could never revive
     shares = topic_shares(B0, source.arrays.get("p_word"), A0)
     alpha_vec = moment_alpha(A0, mean=shares) if alpha == "auto" else np.full(k, float(alpha))
-    eta_now = 0.01 if eta == "auto" else float(eta)
     tokens = float(np.asarray(vocab.column("tf")).sum())
 
-    def start(split: DocumentSplit) -> tuple[np.ndarray, SweepParams]:
+    def start(split: DocumentSplit, eta_value: float | str) -> tuple[np.ndarray, SweepParams]:
         """The start's word–topic counts (the spectral model's expected counts over the documents ``split``
-        trains on) and the first sweep's parameters."""
+        trains on) and the first sweep's parameters, with the topic–word prior ``eta_value``."""
         scored = _sample_fraction(VALIDATION_SCORED_DOCS, n_rows * split.validation)
         trained = 1.0 - split.heldout - split.validation * scored  # the unscored validation documents train
+        eta_now = 0.01 if eta_value == "auto" else float(eta_value)
         params = SweepParams(len(words), method, alpha_vec, eta_now, split, inner_iterations, inner_tol,
                              learn_alpha=alpha == "auto" and method == "cvb0",
                              alpha_sample=_sample_fraction(ALPHA_SAMPLE_DOCS, n_rows * trained),
                              validation_sample=scored)
         return topics_from_model(B0, shares, tokens * trained, 0.0), params
 
-    counts, params = start(DocumentSplit(heldout, validation))
+    candidates = list(eta) if isinstance(eta, list | tuple) else [eta]
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
-        scratch = join(tmp, "_scratch")
-        for d in (gamma_dir(scratch, 0), gamma_dir(scratch, 1), join(tmp, "doc_topics")):
+        scratches = [join(tmp, "_scratch", f"eta-{j}") for j in range(len(candidates))]
+        for d in (join(tmp, "doc_topics"), *(gamma_dir(s, g) for s in scratches for g in (0, 1))):
             fs, path = get_fs(d)
             fs.makedirs(path, exist_ok=True)
+        runs = []  # each candidate η's run to its stop, in its own scratch; the validation documents choose
+        counts, params = start(DocumentSplit(heldout, validation), candidates[0])
         with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
-            run = run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=eta, sweeps=sweeps, tol=tol,
-                             stop_by_validation=True, drawn=drawn_sweeps, on_sweep=on_sweep)
+            for value, scratch in zip(candidates, scratches, strict=True):
+                counts, params = start(DocumentSplit(heldout, validation), value)
+                runs.append(run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=value, sweeps=sweeps,
+                                       tol=tol, stop_by_validation=True, drawn=drawn_sweeps, on_sweep=on_sweep))
+        j = int(np.argmin([r.best_seen for r in runs])) if len(candidates) > 1 else 0
+        run, eta_chosen, scratch = runs[j], candidates[j], scratches[j]
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
         records, counts, params, stopped, best_sweep = run.records, run.counts, run.params, run.stopped, run.best_sweep
@@ -275,9 +290,10 @@ def refine(
         if _refits(refit, validation, chosen_sweeps, n_rows * (1.0 - heldout - validation)):
             # the validation documents chose the sweeps; now they train too: that many sweeps from the same start
             t0 = time.perf_counter()
-            counts, params = start(DocumentSplit(heldout, 0.0))
+            counts, params = start(DocumentSplit(heldout, 0.0), eta_chosen)
             with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
-                again = run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=eta, sweeps=chosen_sweeps,
+                again = run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=eta_chosen,
+                                   sweeps=chosen_sweeps,
                                    tol=None, stop_by_validation=False, drawn=drawn_sweeps,
                                    first=len(records) + 1, phase="refit",
                                    on_sweep=on_sweep)
@@ -294,7 +310,7 @@ def refine(
             final_bound = (final.bound + topic_bound(params.eta + counts, params.eta)) / final.n_tokens
         else:
             final_bound = final.bound / final.n_tokens
-        remove(scratch, root=root)
+        remove(join(tmp, "_scratch"), root=root)
         B = collapsed_topics(counts, params.eta)  # W + η, columns normalised: CVB0's φ and VB's mean of λ alike
         shown = display_words(corpus, words)
         write_file(join(tmp, "doc_topics", INFER_INFO), topic_info(name, B, np.zeros(0, dtype=np.int64), shown),
@@ -333,7 +349,8 @@ def refine(
             "schema_version": SCHEMA_VERSION,
             "name": name,
             "params": {"n_topics": k, "rectifier": method, "method": method, "source": model, "sweeps": sweeps,
-                       "tol": tol, "alpha": alpha, "eta": eta, "inner_iterations": inner_iterations,
+                       "tol": tol, "alpha": alpha, "eta": list(eta) if len(candidates) > 1 else eta,
+                       "inner_iterations": inner_iterations,
                        "inner_tol": inner_tol, "heldout": heldout, "validation": validation, "refit": refit,
                        "drawn_sweeps": drawn_sweeps},
             "source": {"name": model, "rectifier": source.attrs.get("params", {}).get("rectifier")},
@@ -355,6 +372,10 @@ def refine(
                         "final_perplexity": _nan_to_none(heldout_scores[0])},
             # the chosen sweeps run again on the training and validation documents, or None
             "refit": refit_record,
+            # eta given as candidates: each one's best validation perplexity (the lowest chose the model), or None
+            "eta_candidates": [{"eta": value, "validation_perplexity": _nan_to_none(r.best_seen),
+                                "sweeps": len(r.records)} for value, r in zip(candidates, runs, strict=True)]
+            if len(candidates) > 1 else None,
             "warnings": [warning] if warning else [],
             "bound_per_word": final_bound,
             "finish_seconds": time.perf_counter() - t0,

@@ -68,6 +68,7 @@ class SweepRun:
     stopped: str  # 'sweeps', 'tol' or 'validation'
     best_sweep: int  # the state returned: entering this sweep (len(records) + 1: after the last one)
     best_score: float  # its validation perplexity (NaN when no validation document scored it)
+    best_seen: float  # the lowest validation perplexity of a state it could return (NaN: none was scored)
     total: object  # the last sweep's BlockSums
 
 
@@ -127,7 +128,7 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     if best_sweep is None:
         best_sweep = len(records) + 1
     return SweepRun(records, counts, params, stopped, best_sweep, best[0] if stopped == "validation" else math.nan,
-                     total)
+                    best[0] if math.isfinite(best[0]) else math.nan, total)
 
 
 def shared_arrays(method: str, counts: np.ndarray, eta: float):

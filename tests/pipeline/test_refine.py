@@ -164,18 +164,23 @@ def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
     ({"model": "ap", "sweeps": 0}, InvalidParameterError, r"'sweeps' parameter of refine must be an int in the range \[1"),
     ({"model": "ap", "alpha": -0.1}, InvalidParameterError, r"'alpha' parameter of refine must be 'auto' or a float > 0"),
     ({"model": "ap", "alpha": "gibbs"}, InvalidParameterError, r"'alpha' parameter of refine"),
-    ({"model": "ap", "eta": 0}, InvalidParameterError, r"'eta' parameter of refine must be 'auto' or a float > 0"),
+    ({"model": "ap", "eta": 0}, InvalidParameterError, r"'eta' parameter of refine must be 'auto', a float or a list of floats > 0"),
     ({"model": "ap", "heldout": 0.6}, InvalidParameterError, r"'heldout' parameter of refine must be a float in \(0, 0\.5\]"),
     ({"model": "ap", "heldout": 0.0}, InvalidParameterError, r"'heldout' parameter of refine"),
     ({"model": "ap", "tol": -1.0}, InvalidParameterError, r"'tol' parameter of refine must be a float > 0"),
     ({"model": "ap", "inner_iterations": 0}, InvalidParameterError, r"'inner_iterations' parameter of refine"),
     ({"model": "ap", "method": "vb"}, StoreError, r"ap-vb already exists; pass overwrite=True"),
     ({"model": "ap", "method": "gibbs"}, InvalidParameterError, r"'method' parameter of refine must be a str among"),
-    ({"model": "ap", "eta": -0.5}, InvalidParameterError, r"'eta' parameter of refine must be 'auto' or a float > 0"),
-    ({"model": "ap", "eta": "lots"}, InvalidParameterError, r"'eta' parameter of refine must be 'auto' or a float"),
+    ({"model": "ap", "eta": -0.5}, InvalidParameterError, r"'eta' parameter of refine must be 'auto', a float or a list of floats > 0"),
+    ({"model": "ap", "eta": "lots"}, InvalidParameterError, r"'eta' parameter of refine must be 'auto', a float"),
     ({"model": "ap", "alpha": float("nan")}, InvalidParameterError, r"'alpha' parameter of refine"),
     ({"model": "ap", "validation": 0.7}, InvalidParameterError, r"'validation' parameter of refine must be a float"),
     ({"model": "ap", "refit": "sometimes"}, InvalidParameterError, r"'refit' parameter of refine must be a str among"),
+    ({"model": "ap", "eta": [0.01, 0.05]}, InvalidParameterError,
+     r"'eta' parameter of refine \(\[0.01, 0.05\]\) lists candidates for the validation documents to choose among"),
+    ({"model": "ap", "eta": [0.05, 0.05]}, InvalidParameterError, r"needs two or more distinct values"),
+    ({"model": "ap", "eta": [0.05, -1.0]}, InvalidParameterError, r"'eta' parameter of refine must be 'auto', a float"),
+    ({"model": "ap", "eta": ["auto", 0.1]}, InvalidParameterError, r"'auto' \(learned\) cannot be one of them"),
     ({"model": "ap", "drawn_sweeps": -1}, InvalidParameterError, r"'drawn_sweeps' parameter of refine must be an int"),
     ({"model": "ap", "drawn_sweeps": 1.5}, InvalidParameterError, r"'drawn_sweeps' parameter of refine must be an int"),
     ({"model": "ap", "drawn_sweeps": 2, "method": "vb", "name": "x"}, InvalidParameterError,
@@ -447,9 +452,11 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
 @pytest.mark.parametrize("argv,status,message", [
     (["--method", "gibbs"], 2, "argument --method: invalid choice: 'gibbs'"),
     (["--alpha", "-0.1"], 2, "argument --alpha: expected 'auto' or a float > 0, got '-0.1'"),
-    (["--eta", "lots"], 2, "argument --eta: expected 'auto' or a float > 0, got 'lots'"),
+    (["--eta", "lots"], 2, "argument --eta: expected 'auto', a float or a list of floats > 0, got 'lots'"),
     (["--validation", "0.05"], 1, "jsmf: error: --validation (0.05) asks to stop by documents that"),
     (["--refit", "sometimes"], 2, "argument --refit: invalid choice: 'sometimes'"),
+    (["--eta", "0.01,x"], 2, "argument --eta: expected 'auto', a float or a list of floats > 0, got '0.01,x'"),
+    (["--eta", "0.01,0.05"], 1, "jsmf: error: --eta ([0.01, 0.05]) lists candidates for the validation documents"),
     (["--drawn-sweeps", "-2"], 2, "argument --drawn-sweeps: expected an int >= 0, got '-2'"),
     (["--drawn-sweeps", "60"], 1, "jsmf: error: --drawn-sweeps (60) must be below 'sweeps' (50)"),
 ])
@@ -584,3 +591,21 @@ def test_drawn_sweeps_give_the_same_model_with_blocks_kept_or_read_each_sweep(ld
         monkeypatch.setattr(refine_sweeps, "PREPARED_MEMORY_SHARE", 0.0)
         again = refine(lda_root, model="ap", sweeps=5, drawn_sweeps=3, tol=None, validation=0, name="drawn-reread")
     np.testing.assert_allclose(again.B, kept.B, rtol=0, atol=1e-12)
+
+
+def test_eta_candidates_are_chosen_by_the_validation_documents(plain_lda_root):
+    """A list of η: each is refined from the same start to its own stop; the model is the candidate whose
+    validation documents scored best — the very model a refine with that η alone gives — and the others'
+    scores are recorded. The held-out documents take no part in the choice."""
+    r = refine(plain_lda_root, model="ap", name="tuned", eta=[5.0, 0.01], sweeps=8, refit="never")
+    scores = {c["eta"]: c["validation_perplexity"] for c in r.attrs["eta_candidates"]}
+    assert set(scores) == {5.0, 0.01} and r.attrs["params"]["eta"] == [5.0, 0.01]
+    chosen = min(scores, key=scores.get)
+    assert r.attrs["eta"] == chosen
+    for value in (5.0, 0.01):
+        alone = refine(plain_lda_root, model="ap", name=f"eta-{value}", eta=value, sweeps=8, refit="never")
+        assert min(alone.trace["validation_perplexity"][:-1]) == pytest.approx(scores[value], rel=1e-12)
+        if value == chosen:
+            np.testing.assert_array_equal(alone.B, r.B)
+            np.testing.assert_array_equal(alone.trace["validation_perplexity"], r.trace["validation_perplexity"])
+    assert scores[5.0] != pytest.approx(scores[0.01], rel=1e-3)  # a real choice between them
