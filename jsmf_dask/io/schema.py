@@ -239,7 +239,10 @@ MODEL_LAYOUT: dict[str, Any] = {
         "training": "refined models: {n_docs, n_tokens} trained on (with a refit, the validation documents too)",
         "bound_per_word": "refined models: the final bound (VB) or training log likelihood (CVB0) per token",
         "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
-        "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto')",
+        "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto', chosen among "
+               "candidates with a list)",
+        "eta_candidates": "refined models given candidate etas: [{eta, validation_perplexity, sweeps}] of each "
+                          "one's run (the lowest validation perplexity chose the model), or null",
         "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "
                                "choose when to stop)",
         "refit": "refined models: {sweeps, n_docs, seconds} of the refit (the chosen sweeps run again from the "

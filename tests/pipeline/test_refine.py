@@ -355,6 +355,23 @@ def test_cli_refine_says_it_refitted(plain_lda_root, capsys):
     assert "(refit)" not in capsys.readouterr().out
 
 
+def test_cli_refine_with_eta_candidates_and_drawn_sweeps_says_what_it_chose(plain_lda_root, capsys):
+    from jsmf_dask.cli import main
+
+    argv = ["refine", str(plain_lda_root), "--model", "ap", "--name", "cli-tuned", "--scheduler", "synchronous",
+            "--eta", "5,0.01", "--drawn-sweeps", "2", "--sweeps", "6", "--refit", "never"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    m = open_model(plain_lda_root, "cli-tuned")
+    scores = {c["eta"]: c["validation_perplexity"] for c in m.attrs["eta_candidates"]}
+    assert f"eta {m.attrs['eta']:g} chosen by the validation documents (5: {scores[5.0]:.1f}, " \
+           f"0.01: {scores[0.01]:.1f})" in out
+    assert m.attrs["params"]["eta"] == [5.0, 0.01] and m.attrs["params"]["drawn_sweeps"] == 2
+    progress = captured.out + captured.err  # the sweeps' lines, both candidates'
+    assert progress.count("refine sweep 1/6 (drawn counts): ") == 2 and progress.count("refine sweep 3/6: ") == 2
+
+
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
     import jsmf_dask.pipeline.refine as refine_module
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
