@@ -148,6 +148,16 @@ def test_refinement_improves_the_score_of_held_out_documents(counts):
     assert 1 < refined.perplexity(test) < 60  # better than uniform over the 60 words
 
 
+def test_candidate_topic_word_priors_are_chosen_by_the_validation_documents(counts):
+    """topic_word_prior as a list: refine's candidates, the validation documents choose (topic_word_prior_ is
+    one of them); a bad list is refused with the estimator's parameter name."""
+    est = RectifiedAnchorWords(4, min_anchor_df=0, topic_word_prior=[5.0, 0.05], random_state=0).fit(counts[:1200])
+    assert est.topic_word_prior_ in (5.0, 0.05)
+    assert clone(est).get_params()["topic_word_prior"] == [5.0, 0.05]
+    with pytest.raises(InvalidParameterError, match=r"'topic_word_prior' parameter of RectifiedAnchorWords"):
+        RectifiedAnchorWords(4, topic_word_prior=[0.05, 0.05]).fit(counts[:1200])
+
+
 def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     saved = fitted.save(tmp_path / "model")
     loaded = load_model(saved)
