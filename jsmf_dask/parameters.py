@@ -80,8 +80,8 @@ class Parameter:
     name : str
         Its keyword in the Python API (``fit(n_topics=...)``); the CLI flag is
         ``--name`` with dashes unless ``flag`` says otherwise.
-    kind : {'int', 'float', 'choice', 'prior', 'priors', 'str'}
-        ``prior`` is a float > 0 or ``'auto'``; ``priors`` also a list of two or
+    kind : {'int', 'count', 'float', 'choice', 'prior', 'priors', 'str'}
+        ``count`` is an int or ``'auto'``; ``prior`` is a float > 0 or ``'auto'``; ``priors`` also a list of two or
         more distinct floats > 0 (candidates; on the command line separated by
         commas).
     default : object
@@ -137,6 +137,14 @@ class Parameter:
             return
         if self.kind == "choice":
             check_option(value, name, owner, self.choices)
+        elif self.kind == "count":
+            if value == "auto":
+                return
+            try:
+                check_int(value, name, owner, low=None if self.low is None else int(self.low))
+            except InvalidParameterError:
+                raise InvalidParameterError(f"The {name!r} parameter of {owner} must be {self.describe_range()}. "
+                                            f"Got {value!r} instead.") from None
         elif self.kind == "int":
             check_int(value, name, owner, low=None if self.low is None else int(self.low),
                       high=None if self.high is None else int(self.high))
@@ -167,7 +175,7 @@ class Parameter:
         """The valid values in words (for errors and help)."""
         if self.kind == "choice":
             return "one of " + ", ".join(repr(c) for c in self.choices)
-        what = {"int": "an int", "float": "a float", "prior": "'auto' or a float",
+        what = {"int": "an int", "count": "'auto' or an int", "float": "a float", "prior": "'auto' or a float",
                 "priors": "'auto', a float or a list of floats"}.get(self.kind, "a str")
         if self.low is not None and self.high is not None:
             return f"{what} in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
@@ -177,13 +185,13 @@ class Parameter:
 
     def parse(self, text: str) -> Any:
         """The CLI's reading of ``text`` (an :class:`argparse.ArgumentTypeError` names what was expected)."""
-        if self.kind in ("prior", "priors") and text == "auto":
+        if self.kind in ("prior", "priors", "count") and text == "auto":
             return "auto"
         try:
             if self.kind == "priors" and "," in text:
                 value = [float(v) for v in text.split(",")]
             else:
-                value = int(text) if self.kind == "int" else float(text)
+                value = int(text) if self.kind in ("int", "count") else float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {self.describe_range()}, got {text!r}") from None
         try:
@@ -284,11 +292,13 @@ PARAMETERS: tuple[Parameter, ...] = (
               "auto (below 2,500 training documents, where the extra documents measurably help); without held-out "
               "documents, the start is checked against the state the validation documents chose, before the refit",
               choices=("auto", "always", "never")),
-    Parameter("refine", "drawn_sweeps", "int", 0,
+    Parameter("refine", "drawn_sweeps", "count", "auto",
               "cvb0: the first D sweeps add counts drawn from the responsibilities (seeded by document id and "
               "sweep) instead of their expectations, so the topics can leave the spectral start's basin; the "
-              "soft sweeps after them return the model (helps where the corpus is small for its K: see the README)",
-              low=0, metavar="D"),
+              "soft sweeps after them return the model; auto: 20 below 2,500 training documents (where "
+              "the sampler's search beat CVB0 from the spectral start) when --sweeps leaves as many soft ones, "
+              "else 0 (see the README)",
+              low=0, metavar="auto|D"),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "
               "not improved for 3 sweeps; 0: off", low=0.0, high=0.5, metavar="FRACTION",

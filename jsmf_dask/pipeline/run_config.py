@@ -53,8 +53,8 @@ class ConfigError(JSMFError):
 
 
 _STR, _INT, _FLOAT, _BOOL = (str,), (int,), (int, float), (bool,)
-_KINDS = {"int": _INT, "float": _FLOAT, "choice": _STR, "prior": _STR + _FLOAT, "priors": _STR + _FLOAT + (list,),
-          "str": _STR}
+_KINDS = {"int": _INT, "count": _STR + _INT, "float": _FLOAT, "choice": _STR, "prior": _STR + _FLOAT,
+          "priors": _STR + _FLOAT + (list,), "str": _STR}
 
 
 def _table_specs(stage: str) -> dict[str, tuple[tuple[type, ...], bool]]:

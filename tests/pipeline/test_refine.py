@@ -181,8 +181,12 @@ def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
     ({"model": "ap", "eta": [0.05, 0.05]}, InvalidParameterError, r"needs two or more distinct values"),
     ({"model": "ap", "eta": [0.05, -1.0]}, InvalidParameterError, r"'eta' parameter of refine must be 'auto', a float"),
     ({"model": "ap", "eta": ["auto", 0.1]}, InvalidParameterError, r"'auto' \(learned\) cannot be one of them"),
-    ({"model": "ap", "drawn_sweeps": -1}, InvalidParameterError, r"'drawn_sweeps' parameter of refine must be an int"),
-    ({"model": "ap", "drawn_sweeps": 1.5}, InvalidParameterError, r"'drawn_sweeps' parameter of refine must be an int"),
+    ({"model": "ap", "drawn_sweeps": -1}, InvalidParameterError,
+     r"'drawn_sweeps' parameter of refine must be 'auto' or an int"),
+    ({"model": "ap", "drawn_sweeps": 1.5}, InvalidParameterError,
+     r"'drawn_sweeps' parameter of refine must be 'auto' or an int"),
+    ({"model": "ap", "drawn_sweeps": "some"}, InvalidParameterError,
+     r"'drawn_sweeps' parameter of refine must be 'auto' or an int"),
     ({"model": "ap", "drawn_sweeps": 2, "method": "vb", "name": "x"}, InvalidParameterError,
      r"'drawn_sweeps' parameter of refine \(2\) draws CVB0's counts; method 'vb' has none"),
     ({"model": "ap", "drawn_sweeps": 5, "sweeps": 5}, InvalidParameterError,
@@ -294,7 +298,7 @@ def test_refit_runs_the_chosen_sweeps_again_with_the_validation_documents(plain_
     held, valid = store["n_docs_heldout"], store["n_docs_validation"]
     seen = []
     monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 5000)  # 4,250-odd training documents: auto refits
-    r = refine(plain_lda_root, model="ap", name="refitted", on_sweep=seen.append)
+    r = refine(plain_lda_root, model="ap", name="refitted", on_sweep=seen.append, drawn_sweeps=0)
     chosen = r.attrs["returned_state"] - 1
     # progress: every sweep of both runs, the refit's named so
     assert [rec.phase for rec in seen] == ["refine"] * r.n_iter + ["refit"] * chosen
@@ -314,7 +318,7 @@ def test_refit_runs_the_chosen_sweeps_again_with_the_validation_documents(plain_
     np.testing.assert_allclose(open_model(plain_lda_root, "refitted").arrays["alpha"],
                                open_model(plain_lda_root, "all-docs").arrays["alpha"], rtol=1e-12)
     # 'never' keeps the validation documents out; 'auto' does too above REFIT_MAX_DOCS training documents
-    never = refine(plain_lda_root, model="ap", refit="never", name="not-refitted")
+    never = refine(plain_lda_root, model="ap", refit="never", name="not-refitted", drawn_sweeps=0)
     assert never.attrs["refit"] is None and never.attrs["training"]["n_docs"] == 5000 - held - valid
     assert never.attrs["returned_state"] == r.attrs["returned_state"]  # the same choice of sweeps
     monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 4000)
@@ -331,7 +335,7 @@ def test_refit_without_a_heldout_split_is_checked_by_the_chosen_state(tmp_path):
               beta=0.05, row_group_size=500)
         cooccur(tmp_path, validation=0.1)
         fit(tmp_path, n_topics=4, name="ap", min_anchor_df=5)
-        r = refine(tmp_path, model="ap", name="refitted")
+        r = refine(tmp_path, model="ap", name="refitted", drawn_sweeps=0)
     chosen = r.attrs["returned_state"] - 1
     assert r.attrs["heldout"]["n_tokens"] == 0 and r.attrs["stopped"] == "validation" and chosen >= 1
     assert r.attrs["refit"]["sweeps"] == chosen
@@ -474,7 +478,7 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     (["--refit", "sometimes"], 2, "argument --refit: invalid choice: 'sometimes'"),
     (["--eta", "0.01,x"], 2, "argument --eta: expected 'auto', a float or a list of floats > 0, got '0.01,x'"),
     (["--eta", "0.01,0.05"], 1, "jsmf: error: --eta ([0.01, 0.05]) lists candidates for the validation documents"),
-    (["--drawn-sweeps", "-2"], 2, "argument --drawn-sweeps: expected an int >= 0, got '-2'"),
+    (["--drawn-sweeps", "-2"], 2, "argument --drawn-sweeps: expected 'auto' or an int >= 0, got '-2'"),
     (["--drawn-sweeps", "60"], 1, "jsmf: error: --drawn-sweeps (60) must be below 'sweeps' (50)"),
 ])
 def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, message, capsys):
@@ -507,7 +511,7 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
     ingest_matrix(tmp_path, sps.csr_array((corpus.counts, corpus.word_ids, corpus.offsets), shape=(800, 40)))
     cooccur(tmp_path, validation=0.05)
     fit(tmp_path, n_topics=3, min_anchor_df=0, iterations=50, name="k3")
-    r = refine(tmp_path, model="k3", name="k3-cvb0")
+    r = refine(tmp_path, model="k3", name="k3-cvb0", drawn_sweeps=0)  # soft CVB0's own curve
     curve = r.trace["validation_perplexity"]
     assert r.attrs["stopped"] == "validation" and r.n_iter >= 4
     best = int(np.argmin(curve[:-1]))  # curve[s] scores the state entering sweep s + 1
@@ -626,3 +630,21 @@ def test_eta_candidates_are_chosen_by_the_validation_documents(plain_lda_root):
             np.testing.assert_array_equal(alone.B, r.B)
             np.testing.assert_array_equal(alone.trace["validation_perplexity"], r.trace["validation_perplexity"])
     assert scores[5.0] != pytest.approx(scores[0.01], rel=1e-3)  # a real choice between them
+
+
+def test_drawn_sweeps_auto_draws_below_the_refit_cap_only(plain_lda_root, monkeypatch):
+    """'auto': DRAWN_SWEEPS drawn sweeps where the corpus has fewer training documents than REFIT_MAX_DOCS and
+    sweeps leaves as many soft ones; none on a larger corpus, for VB, or with fewer sweeps."""
+    import jsmf_dask.pipeline.refine as refine_module
+
+    large = refine(plain_lda_root, model="ap", name="auto-large", sweeps=45, refit="never")
+    assert large.attrs["drawn_sweeps"] == 0 and large.attrs["params"]["drawn_sweeps"] == "auto"
+    monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 5000)  # 4,250-odd training documents: small now
+    monkeypatch.setattr(refine_module, "DRAWN_SWEEPS", 3)
+    seen = []
+    small = refine(plain_lda_root, model="ap", name="auto-small", sweeps=8, refit="never", on_sweep=seen.append)
+    assert small.attrs["drawn_sweeps"] == 3 and [r.drawn for r in seen[:4]] == [True, True, True, False]
+    few = refine(plain_lda_root, model="ap", name="auto-few", sweeps=5, refit="never")
+    assert few.attrs["drawn_sweeps"] == 0  # 5 sweeps cannot leave 3 soft ones after 3 drawn
+    vb = refine(plain_lda_root, model="ap", name="auto-vb", method="vb", sweeps=8, refit="never")
+    assert vb.attrs["drawn_sweeps"] == 0
