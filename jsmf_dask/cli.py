@@ -100,9 +100,11 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
     kept = result.attrs["returned_state"] - 1
     if kept < result.n_iter:  # the sweeps after the validation documents' best were undone
         score += f"; kept the state after sweep {kept}, their best"
-    if result.attrs.get("eta_candidates"):
-        tried = ", ".join(f"{c['eta']:g}: {c['validation_perplexity']:.1f}" for c in result.attrs["eta_candidates"])
-        score += f"; eta {result.attrs['eta']:g} chosen by the validation documents ({tried})"
+    if result.attrs.get("candidates"):
+        tried = ", ".join(f"eta {c['eta']:g} with {c['drawn_sweeps']} drawn: {c['validation_perplexity']:.1f}"
+                          for c in result.attrs["candidates"])
+        score += (f"; eta {result.attrs['eta']:g} with {result.attrs['drawn_sweeps']} drawn sweep(s) chosen by the "
+                  f"validation documents ({tried})")
     if result.attrs.get("refit"):
         score += (f"; then {result.attrs['refit']['sweeps']} sweep(s) again from the start with the validation "
                   "documents in training (refit)")

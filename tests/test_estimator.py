@@ -83,9 +83,11 @@ def test_fit_on_counts_equals_the_ingested_run_root(counts, tmp_path):
             for a, b in zip(counts.indptr[:-1], counts.indptr[1:])]
     words = [f"w{i:02d}" for i in range(counts.shape[1])]
     docword = write_uci(tmp_path, docs, words, name="lda")
-    ingest(tmp_path / "root", [str(docword)], min_doc_tokens=1, min_doc_words=1)
+    # the matrix route names its rows "0", "1", …: the same ids here, which seed refine's drawn sweeps
+    (tmp_path / "ids.txt").write_text("\n".join(str(d) for d in range(len(docs))) + "\n")
+    ingest(tmp_path / "root", [str(docword)], doc_ids=str(tmp_path / "ids.txt"), min_doc_tokens=1, min_doc_words=1)
     cooccur(tmp_path / "root")
-    params = dict(min_anchor_df=0, validation_fraction=0)  # the split hashes document ids, which differ here
+    params = dict(min_anchor_df=0, validation_fraction=0)
     from_root = RectifiedAnchorWords(4, **params).fit_root(tmp_path / "root")
     # ingest orders its vocabulary by tf-idf: the matrix's columns in that order are the same problem
     order = [words.index(w) for w in from_root.vocabulary_]

@@ -241,8 +241,10 @@ MODEL_LAYOUT: dict[str, Any] = {
         "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
         "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto', chosen among "
                "candidates with a list)",
-        "eta_candidates": "refined models given candidate etas: [{eta, validation_perplexity, sweeps}] of each "
-                          "one's run (the lowest validation perplexity chose the model), or null",
+        "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run and its refit)",
+        "candidates": "refined models that chose among (eta, drawn sweeps) candidates: [{eta, drawn_sweeps, "
+                      "validation_perplexity, sweeps}] of each one's run (the lowest validation perplexity chose the "
+                      "model), or null",
         "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "
                                "choose when to stop)",
         "refit": "refined models: {sweeps, n_docs, seconds} of the refit (the chosen sweeps run again from the "

@@ -81,7 +81,8 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     own (``'auto'`` learns that prior between sweeps). The first ``drawn`` sweeps (CVB0) add counts drawn from
     the responsibilities instead of their expectations (seeded by the document and the sweep's number in this
     run, so a refit draws what the choosing run drew for the same document); the stops apply after them, to the
-    states from the drawn phase's last on (the validation stop's patience counts from there too)."""
+    states from the drawn phase's last on (the validation stop's patience counts from there too), and the state
+    returned is the start or one of those."""
     method = params.method
     records: list[SweepRecord] = []
     stopped = "sweeps"
@@ -105,7 +106,7 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
             entering = total.bound / total.n_tokens
         change = float(np.linalg.norm(total.counts - counts) / np.linalg.norm(counts))
         scored = validation_perplexity(total)  # of the state this sweep entered with
-        if i >= drawn and scored < best[0]:  # a state of the drawn phase is never returned
+        if (i == 0 or i >= drawn) and scored < best[0]:  # the start, or a soft state: never a drawn one
             best = (scored, i + 1, counts, params)
         counts = total.counts
         rec = SweepRecord(i + 1, sweeps, entering, change, total.iterations / total.n_docs,

@@ -368,9 +368,9 @@ def test_cli_refine_with_eta_candidates_and_drawn_sweeps_says_what_it_chose(plai
     captured = capsys.readouterr()
     out = captured.out
     m = open_model(plain_lda_root, "cli-tuned")
-    scores = {c["eta"]: c["validation_perplexity"] for c in m.attrs["eta_candidates"]}
-    assert f"eta {m.attrs['eta']:g} chosen by the validation documents (5: {scores[5.0]:.1f}, " \
-           f"0.01: {scores[0.01]:.1f})" in out
+    scores = {c["eta"]: c["validation_perplexity"] for c in m.attrs["candidates"]}
+    assert f"eta {m.attrs['eta']:g} with 2 drawn sweep(s) chosen by the validation documents (eta 5 with 2 drawn: " \
+           f"{scores[5.0]:.1f}, eta 0.01 with 2 drawn: {scores[0.01]:.1f})" in out
     assert m.attrs["params"]["eta"] == [5.0, 0.01] and m.attrs["params"]["drawn_sweeps"] == 2
     progress = captured.out + captured.err  # the sweeps' lines, both candidates'
     assert progress.count("refine sweep 1/6 (drawn counts): ") == 2 and progress.count("refine sweep 3/6: ") == 2
@@ -595,7 +595,8 @@ def test_drawn_sweeps_come_first_and_the_model_is_a_soft_state_after_them(plain_
     assert r.attrs["params"]["drawn_sweeps"] == 3 and r.attrs["refit"]["sweeps"] == chosen
     assert chosen >= 3 + 1  # at least one soft sweep after the drawn ones
     curve = r.trace["validation_perplexity"]
-    assert curve[-1] == curve[3:-1].min()  # chosen among the states from the last drawn sweep on
+    # chosen among the start and the states from the last drawn sweep on (here one of the latter)
+    assert curve[-1] == min(curve[0], curve[3:-1].min()) == curve[3:-1].min()
     again = refine(plain_lda_root, model="ap", name="drawn-again", drawn_sweeps=3, sweeps=12)
     np.testing.assert_array_equal(again.B, r.B)
     soft = refine(plain_lda_root, model="ap", name="soft", sweeps=12)
@@ -619,7 +620,8 @@ def test_eta_candidates_are_chosen_by_the_validation_documents(plain_lda_root):
     validation documents scored best — the very model a refine with that η alone gives — and the others'
     scores are recorded. The held-out documents take no part in the choice."""
     r = refine(plain_lda_root, model="ap", name="tuned", eta=[5.0, 0.01], sweeps=8, refit="never")
-    scores = {c["eta"]: c["validation_perplexity"] for c in r.attrs["eta_candidates"]}
+    assert [c["drawn_sweeps"] for c in r.attrs["candidates"]] == [0, 0]
+    scores = {c["eta"]: c["validation_perplexity"] for c in r.attrs["candidates"]}
     assert set(scores) == {5.0, 0.01} and r.attrs["params"]["eta"] == [5.0, 0.01]
     chosen = min(scores, key=scores.get)
     assert r.attrs["eta"] == chosen
@@ -632,19 +634,28 @@ def test_eta_candidates_are_chosen_by_the_validation_documents(plain_lda_root):
     assert scores[5.0] != pytest.approx(scores[0.01], rel=1e-3)  # a real choice between them
 
 
-def test_drawn_sweeps_auto_draws_below_the_refit_cap_only(plain_lda_root, monkeypatch):
-    """'auto': DRAWN_SWEEPS drawn sweeps where the corpus has fewer training documents than REFIT_MAX_DOCS and
-    sweeps leaves as many soft ones; none on a larger corpus, for VB, or with fewer sweeps."""
+def test_drawn_sweeps_auto_lets_the_validation_documents_choose_below_the_refit_cap(plain_lda_root, monkeypatch):
+    """'auto': where the corpus has fewer training documents than REFIT_MAX_DOCS (and validation documents, CVB0,
+    sweeps that leave as many soft ones), two candidates run from the same start — no drawn sweeps and
+    DRAWN_SWEEPS — and the validation documents keep the better: the very model of that choice alone. None on a
+    larger corpus, for VB, with fewer sweeps or without validation documents."""
     import jsmf_dask.pipeline.refine as refine_module
 
     large = refine(plain_lda_root, model="ap", name="auto-large", sweeps=45, refit="never")
-    assert large.attrs["drawn_sweeps"] == 0 and large.attrs["params"]["drawn_sweeps"] == "auto"
+    assert large.attrs["drawn_sweeps"] == 0 and large.attrs["candidates"] is None
+    assert large.attrs["params"]["drawn_sweeps"] == "auto"
     monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 5000)  # 4,250-odd training documents: small now
     monkeypatch.setattr(refine_module, "DRAWN_SWEEPS", 3)
     seen = []
     small = refine(plain_lda_root, model="ap", name="auto-small", sweeps=8, refit="never", on_sweep=seen.append)
-    assert small.attrs["drawn_sweeps"] == 3 and [r.drawn for r in seen[:4]] == [True, True, True, False]
-    few = refine(plain_lda_root, model="ap", name="auto-few", sweeps=5, refit="never")
-    assert few.attrs["drawn_sweeps"] == 0  # 5 sweeps cannot leave 3 soft ones after 3 drawn
-    vb = refine(plain_lda_root, model="ap", name="auto-vb", method="vb", sweeps=8, refit="never")
-    assert vb.attrs["drawn_sweeps"] == 0
+    tried = {c["drawn_sweeps"]: c["validation_perplexity"] for c in small.attrs["candidates"]}
+    assert set(tried) == {0, 3} and small.attrs["drawn_sweeps"] == min(tried, key=tried.get)
+    runs = [c["sweeps"] for c in small.attrs["candidates"]]
+    assert [r.drawn for r in seen] == [False] * runs[0] + [True] * 3 + [False] * (runs[1] - 3)
+    alone = refine(plain_lda_root, model="ap", name="auto-alone", sweeps=8, refit="never",
+                   drawn_sweeps=small.attrs["drawn_sweeps"])
+    np.testing.assert_array_equal(alone.B, small.B)
+    for kwargs in ({"sweeps": 5}, {"method": "vb"}, {"validation": 0}):  # 5 sweeps: not 3 soft after 3 drawn
+        other = refine(plain_lda_root, model="ap", name="auto-other", refit="never", overwrite=True,
+                       **{"sweeps": 8} | kwargs)
+        assert other.attrs["drawn_sweeps"] == 0 and other.attrs["candidates"] is None
