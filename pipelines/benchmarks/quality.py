@@ -6,12 +6,14 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 
 * ``vb``: the previous default refine (variational Bayes, 8 sweeps, α 0.1, η 0.01);
 * ``cvb0-fixed``: CVB0 with fixed priors (α 0.1, η 0.05), up to 50 sweeps, no validation stop;
-* ``cvb0``: the default refine (CVB0, α learned, η 0.05, stopped by the validation documents);
+* ``cvb0``: the default refine (CVB0, α learned, η 0.05, stopped by the validation documents; below 2,500
+  training documents they also choose between no drawn sweeps and 20);
 * ``cvb0-a01``: the same with a fixed symmetric α 0.1;
 * ``cvb0-learned``: CVB0 with α and η learned, stopped by the validation documents;
-* ``cvb0-drawn``: the default with 20 drawn sweeps first (``drawn_sweeps=20``);
+* ``cvb0-soft``: the default without drawn sweeps (``drawn_sweeps=0``: the default until session 21);
+* ``cvb0-drawn``: the default with 20 drawn sweeps first, always (``drawn_sweeps=20``);
 * ``cvb0-eta-chosen``: the default with η chosen among 0.01 and 0.05 by the validation documents;
-* ``cvb0-drawn-eta-chosen``: both;
+* ``cvb0-drawn-eta-chosen``: 20 drawn sweeps always, η chosen;
 
 and, on every document not held out (the validation ones too: the default
 refine trains on them as well, by its refit or beyond its scored sample):
@@ -62,6 +64,7 @@ REFINES = {
     "cvb0": {},
     "cvb0-a01": {"alpha": 0.1},
     "cvb0-learned": {"alpha": "auto", "eta": "auto"},
+    "cvb0-soft": {"drawn_sweeps": 0},
     "cvb0-drawn": {"drawn_sweeps": 20},
     "cvb0-eta-chosen": {"eta": [0.01, 0.05]},
     "cvb0-drawn-eta-chosen": {"drawn_sweeps": 20, "eta": [0.01, 0.05]},
