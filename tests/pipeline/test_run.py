@@ -102,6 +102,11 @@ def test_refine_stage_is_resumable_and_follows_its_source(tmp_path):
         bad = tmp_path / "bad.toml"
         bad.write_text('root = "run"\n[[refine]]\nsweeps = 2\n')
         load_run_config(bad)
+    # candidate etas as a TOML list and drawn sweeps reach refine as the keyword arguments would
+    good = tmp_path / "lists.toml"
+    good.write_text('root = "run"\n[[refine]]\nmodel = "k5-ap"\neta = [0.01, 0.05]\ndrawn_sweeps = "auto"\n')
+    (table,) = load_run_config(good).stages["refine"]
+    assert table["eta"] == [0.01, 0.05] and table["drawn_sweeps"] == "auto"
 
 
 def test_fit_and_refine_stages_report_their_cycles_and_sweeps(tmp_path, capsys):
