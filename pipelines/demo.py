@@ -93,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     again = f", then {refit['sweeps']} again with the validation papers in training" if refit else ""
     if refined.attrs.get("candidates"):  # the validation papers chose between soft sweeps and drawn ones first
         drawn = refined.attrs["drawn_sweeps"]
+        tried = " or ".join(str(c["drawn_sweeps"]) for c in refined.attrs["candidates"])
         again = (f"{again}; the validation papers chose {f'{drawn} drawn sweeps first' if drawn else 'no drawn sweeps'}"
-                 f" among {', '.join(str(c['drawn_sweeps']) for c in refined.attrs['candidates'])}")
+                 f" [{tried}]")
     print(f"== refined topics ({refined.n_iter} sweeps{again}, {refine_seconds:.0f} s; top-10 words gained +[...] "
           "and lost -[...] per topic)")
     print("\n".join(refined.lines(12)))
