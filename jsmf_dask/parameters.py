@@ -298,7 +298,7 @@ PARAMETERS: tuple[Parameter, ...] = (
               "soft sweeps after them return the model; auto: 20 below 2,500 training documents (where "
               "the sampler's search beat CVB0 from the spectral start) when --sweeps leaves as many soft ones, "
               "else 0 (see the README)",
-              low=0, metavar="auto|D"),
+              low=0, metavar="auto|D", estimator="refine_drawn_sweeps"),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "
               "not improved for 3 sweeps; 0: off", low=0.0, high=0.5, metavar="FRACTION",

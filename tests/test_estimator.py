@@ -160,6 +160,21 @@ def test_candidate_topic_word_priors_are_chosen_by_the_validation_documents(coun
         RectifiedAnchorWords(4, topic_word_prior=[0.05, 0.05]).fit(counts[:1200])
 
 
+def test_refine_drawn_sweeps_reach_the_refinement(counts, fitted, tmp_path):
+    """The default lets the validation documents choose (1,400-odd training documents: both candidates ran);
+    0 runs the soft refinement alone, the very model of the soft candidate when that was chosen."""
+    from jsmf_dask.exceptions import InvalidParameterError as Invalid
+
+    soft = RectifiedAnchorWords(4, min_anchor_df=0, refine_drawn_sweeps=0).fit(counts)
+    assert fitted.refine_drawn_sweeps == "auto" and fitted.drawn_sweeps_ in (0, 20)
+    assert load_model(fitted.save(tmp_path / "m")).drawn_sweeps_ == fitted.drawn_sweeps_
+    if fitted.drawn_sweeps_ == 0:
+        np.testing.assert_array_equal(soft.components_, fitted.components_)
+    assert soft.drawn_sweeps_ == 0
+    with pytest.raises(Invalid, match=r"'refine_drawn_sweeps' parameter of RectifiedAnchorWords"):
+        RectifiedAnchorWords(4, refine_drawn_sweeps=-1).fit(counts[:1200])
+
+
 def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     saved = fitted.save(tmp_path / "model")
     loaded = load_model(saved)

@@ -65,6 +65,7 @@ def load_model(root_or_path: str | os.PathLike, name: str | None = None):
                                      max_iter=source.get("iterations"), refine=params.get("method", "cvb0"),
                                      refine_sweeps=int(params.get("sweeps", 50)),
                                      doc_topic_prior=params.get("alpha", "auto"),
-                                     topic_word_prior=params.get("eta", 0.05))
+                                     topic_word_prior=params.get("eta", 0.05),
+                                     refine_drawn_sweeps=params.get("drawn_sweeps", "auto"))
     model.__dict__.update(state)
     return model

@@ -85,6 +85,11 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         η of the refinement: ``'auto'`` learns it by Minka's fixed point; a
         list is candidates, the one the validation documents score best kept
         (each costs a refinement).
+    refine_drawn_sweeps : 'auto' or int, default='auto'
+        CVB0 sweeps whose counts are drawn from the responsibilities before
+        the soft ones (``refine``'s ``drawn_sweeps``): ``'auto'`` lets the
+        validation documents choose between none and 20 below 2,500 training
+        documents (a second refinement there), 0 never draws.
     validation_fraction : float, default=0.05
         Documents (by the hash of their row number) left out of ``C`` and of the
         refinement's sweeps, scored each sweep; refinement stops when they stop
@@ -126,6 +131,9 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         When the refinement ran its chosen sweeps again with the validation documents in training
         (``refine``'s refit, below 2,500 training documents): ``{"sweeps", "n_docs", "seconds"}``; else None.
         ``refine_history_`` and ``n_iter_`` describe the run that chose the sweeps.
+    drawn_sweeps_ : int or None
+        The refinement's sweeps of drawn counts (chosen by the validation documents with
+        ``refine_drawn_sweeps='auto'``); None without refinement.
     vocabulary_ : list of str
         The words of the columns (``feature_names_in_`` when ``X`` had them, else ``w0``, ``w1``, …).
     provenance_ : dict
@@ -150,7 +158,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                  tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
                  min_anchor_df: int = 10, refine: str | None = "cvb0", refine_sweeps: int = 50,
                  doc_topic_prior: float | str = "auto", topic_word_prior: float | str | list[float] = 0.05,
-                 validation_fraction: float = 0.05, random_state: int | None = 0, work_dir: str | None = None,
+                 refine_drawn_sweeps: int | str = "auto", validation_fraction: float = 0.05, random_state: int | None = 0, work_dir: str | None = None,
                  verbose: int = 0):
         self.n_components = n_components
         self.rectifier = rectifier
@@ -163,6 +171,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.refine_sweeps = refine_sweeps
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
+        self.refine_drawn_sweeps = refine_drawn_sweeps
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.work_dir = work_dir
@@ -286,7 +295,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if self.refine:
             refined = refine(root, model=spectral.name, method=self.refine, sweeps=self.refine_sweeps,
                              alpha=self.doc_topic_prior, eta=self.topic_word_prior,
-                             name=default_refined_name(spectral.name, self.refine), overwrite=overwrite)
+                             drawn_sweeps=self.refine_drawn_sweeps, name=default_refined_name(spectral.name, self.refine), overwrite=overwrite)
         self.__dict__.update(fitted_state(root, spectral.name, None if refined is None else refined.name))
 
     def _fit_unigram(self, term_freq: np.ndarray, words: list[str]) -> None:
@@ -298,7 +307,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.components_ = self.spectral_components_ = B
         self.topic_topic_ = self.topic_topic_least_squares_ = np.ones((1, 1))
         self.anchors_, self.eigenvalues_ = np.array([int(np.argmax(total))]), np.zeros(0)
-        self.rectification_history_, self.refine_history_, self.refit_ = {}, {}, None
+        self.rectification_history_, self.refine_history_, self.refit_, self.drawn_sweeps_ = {}, {}, None, None
         self.doc_topic_prior_, self.topic_word_prior_ = np.ones(1), None
         self.n_iter_, self.vocabulary_ = 1, words
 
@@ -354,6 +363,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.topic_topic_, self.topic_topic_least_squares_ = rec.A, rec.A_least_squares
         self.anchors_, self.eigenvalues_ = np.asarray(anchors), np.asarray(values)
         self.rectification_history_, self.refine_history_, self.refit_ = dict(trace), {}, None
+        self.drawn_sweeps_ = None
         self.doc_topic_prior_ = self.topic_word_prior_ = None
         self.n_iter_ = int(n_iter)
 

@@ -32,7 +32,7 @@ def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[s
         "components_": B, "spectral_components_": B, "topic_topic_": source.arrays["A"],
         "topic_topic_least_squares_": source.arrays.get("A_least_squares", np.full((k, k), np.nan)),
         "anchors_": source.arrays.get("anchors", np.zeros(0, np.int64)), "eigenvalues_": source.arrays.get("eigenvalues", np.zeros(0)),
-        "rectification_history_": dict(source.trace), "refine_history_": {}, "refit_": None,
+        "rectification_history_": dict(source.trace), "refine_history_": {}, "refit_": None, "drawn_sweeps_": None,
         "doc_topic_prior_": source.arrays.get("alpha"),
         "topic_word_prior_": source.attrs.get("eta"), "n_iter_": int(source.attrs.get("n_iter", 0)), "vocabulary_": words,
         "n_features_in_": len(words),
@@ -44,7 +44,7 @@ def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[s
         state |= {"components_": np.ascontiguousarray(model.arrays["B"].T), "topic_topic_": model.arrays["A"],
                   "doc_topic_prior_": model.arrays["alpha"], "topic_word_prior_": float(model.attrs["eta"]),
                   "refine_history_": dict(model.trace), "n_iter_": int(model.attrs["n_iter"]),
-                  "refit_": model.attrs.get("refit")}
+                  "refit_": model.attrs.get("refit"), "drawn_sweeps_": model.attrs.get("drawn_sweeps", 0)}
     return state
 
 
@@ -58,7 +58,7 @@ def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
         "params": _json_params(estimator.get_params()),
         "provenance": estimator.provenance_,
         "fitted": {"n_iter": estimator.n_iter_, "topic_word_prior": estimator.topic_word_prior_,
-                   "refit": estimator.refit_,
+                   "refit": estimator.refit_, "drawn_sweeps": estimator.drawn_sweeps_,
                    "n_features_in": estimator.n_features_in_,
                    "has_feature_names": hasattr(estimator, "feature_names_in_")},
     }
@@ -79,6 +79,7 @@ def saved_state(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
     fitted = attrs["fitted"]
     state |= {"n_iter_": int(fitted["n_iter"]), "topic_word_prior_": fitted["topic_word_prior"],
               "refit_": fitted.get("refit"),  # None in a file saved before it was recorded
+              "drawn_sweeps_": fitted.get("drawn_sweeps"),
               "n_features_in_": int(fitted["n_features_in"]), "vocabulary_": words,
               "provenance_": attrs.get("provenance", {})}
     if fitted["has_feature_names"]:
