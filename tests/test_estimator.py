@@ -153,7 +153,8 @@ def test_refinement_improves_the_score_of_held_out_documents(counts):
 def test_candidate_topic_word_priors_are_chosen_by_the_validation_documents(counts):
     """topic_word_prior as a list: refine's candidates, the validation documents choose (topic_word_prior_ is
     one of them); a bad list is refused with the estimator's parameter name."""
-    est = RectifiedAnchorWords(4, min_anchor_df=0, topic_word_prior=[5.0, 0.05], random_state=0).fit(counts[:1200])
+    est = RectifiedAnchorWords(4, min_anchor_df=0, topic_word_prior=[5.0, 0.05], refine_drawn_sweeps=0).fit(
+        counts[:1200])
     assert est.topic_word_prior_ in (5.0, 0.05)
     assert clone(est).get_params()["topic_word_prior"] == [5.0, 0.05]
     with pytest.raises(InvalidParameterError, match=r"'topic_word_prior' parameter of RectifiedAnchorWords"):
