@@ -203,7 +203,8 @@ def refine(
         the responsibilities (a multinomial per document and word, seeded by
         the document's id and the sweep: the same model on any cluster) instead
         of their expectations; the soft sweeps after them return the model (the
-        stops and the state returned count from the last drawn sweep on). The
+        stops count from the last drawn sweep on; the state returned is the
+        start or a soft one; the trace is the chosen candidate's run). The
         noise lets the topics leave the spectral start's basin, as a Gibbs
         sampler's do; measured in the README: it helps where the corpus is
         small for its K (MovieLens) and costs refine twice its sweeps.
