@@ -231,7 +231,13 @@ HEARTBEAT_TIMEOUT = 60.0
 
 class _Heartbeat:
     """A daemon thread asking ``client``'s scheduler for its identity every ``timeout / 4`` seconds (at most 5);
-    when an answer takes longer than ``timeout`` it sets :attr:`frozen` and interrupts the main thread."""
+    when an answer takes longer than ``timeout`` it sets :attr:`frozen` and interrupts the main thread.
+
+    The interrupt is a real SIGINT sent to the main thread (``pthread_kill``), not
+    ``_thread.interrupt_main``: that one only marks the signal pending, which a main thread blocked in a
+    lock's wait without a timeout (a future's result) never looks at — the command then hung past the
+    timeout (seen in full test runs: ``jsmf cooccur`` still waiting 120 s after its scheduler froze). A real
+    signal interrupts the wait, and Python raises ``KeyboardInterrupt`` there."""
 
     def __init__(self, client, timeout: float) -> None:
         self.frozen = False
@@ -241,8 +247,8 @@ class _Heartbeat:
         self._thread.start()
 
     def _watch(self) -> None:
-        import _thread
         import asyncio
+        import signal
 
         interval = min(self._timeout / 4, 5.0)
         loop = self._client.loop.asyncio_loop
@@ -254,7 +260,7 @@ class _Heartbeat:
                 answer.cancel()
                 if not self._stop.is_set():
                     self.frozen = True
-                    _thread.interrupt_main()
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
                 return
             except Exception:  # noqa: BLE001 - a closed connection: the client itself reports that
                 return
