@@ -8,6 +8,7 @@ status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -88,7 +89,7 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
 
 def _run_refine(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
-    from jsmf_dask.pipeline.refine import refine
+    from jsmf_dask.pipeline.refine import choice_line, refine
 
     result = refine(args.root, model=args.model, **_stage_kwargs(args, "refine"), name=args.name,
                     heldout=args.heldout, overwrite=args.overwrite, on_sweep=None if args.quiet else print_line)
@@ -100,11 +101,8 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
     kept = result.attrs["returned_state"] - 1
     if kept < result.n_iter:  # the sweeps after the validation documents' best were undone
         score += f"; kept the state after sweep {kept}, their best"
-    if result.attrs.get("candidates"):
-        tried = ", ".join(f"eta {c['eta']:g} with {c['drawn_sweeps']} drawn: {c['validation_perplexity']:.1f}"
-                          for c in result.attrs["candidates"])
-        score += (f"; eta {result.attrs['eta']:g} with {result.attrs['drawn_sweeps']} drawn sweep(s) chosen by the "
-                  f"validation documents ({tried})")
+    if (chosen := choice_line(result.attrs)) is not None:
+        score += f"; {chosen}"
     if result.attrs.get("refit"):
         score += (f"; then {result.attrs['refit']['sweeps']} sweep(s) again from the start with the validation "
                   "documents in training (refit)")
@@ -357,8 +355,13 @@ def _quiet_libraries(level: int, *, verbose: bool, quiet: bool) -> None:
         logging.getLogger(name).setLevel(value)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``jsmf``; returns the exit status."""
+def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> int:
+    """Entry point of ``jsmf``; returns the exit status.
+
+    ``exit_when_hung`` (the ``jsmf`` executable's): a command that gave up on a frozen scheduler
+    (``--heartbeat-timeout``) but is still running :data:`~jsmf_dask.cluster.HUNG_AFTER` seconds later (its
+    exit waits on that scheduler) ends the process with status 1, having said why.
+    """
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # the command's own usage, not the top level's
@@ -404,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 wait_for_workers=args.wait_for_workers,
                 worker_timeout=args.worker_timeout,
                 heartbeat_timeout=args.heartbeat_timeout,
+                on_hung=_end_hung_process if exit_when_hung else None,
                 lazy=True,  # the stage checks its inputs first: a bad one fails without starting a cluster
                 on_dashboard=None if args.quiet else lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
                 on_engine=None if args.quiet else lambda line: print(line, file=sys.stderr),
@@ -434,6 +438,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _end_hung_process(message: str, reported: bool) -> None:
+    """``connect``'s ``on_hung``: say the give-up message unless it was said, and end the process (status 1)."""
+    if not reported:
+        print(f"jsmf: error: {_cli_words(message)}", file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+        sys.stdout.flush()
+    os._exit(1)
+
+
 def console_main() -> None:
     """The ``jsmf`` executable: :func:`main`, then exit without the interpreter's teardown.
 
@@ -444,7 +458,7 @@ def console_main() -> None:
     """
     import atexit
 
-    status = main()
+    status = main(exit_when_hung=True)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

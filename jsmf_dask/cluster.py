@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -120,6 +121,7 @@ def connect(
     wait_for_workers: int = 1,
     worker_timeout: float | None = None,
     heartbeat_timeout: float | None = None,
+    on_hung: Callable[[str, bool], None] | None = None,
 ) -> Iterator[object]:
     """Run the enclosed stages on a cluster.
 
@@ -166,6 +168,14 @@ def connect(
         stages with :class:`~jsmf_dask.exceptions.ClusterError` (it
         interrupts the main thread: meant for the command line, which sets
         :data:`HEARTBEAT_TIMEOUT`). None: no watchdog.
+    on_hung : callable, optional
+        With ``heartbeat_timeout``: the last resort of a process that must end.
+        Called from the watchdog with the give-up message and whether
+        :class:`~jsmf_dask.exceptions.ClusterError` already reported it, when
+        the process is still running :data:`HUNG_AFTER` seconds after the
+        watchdog interrupted it (something still waits on the frozen
+        scheduler); it should end the process (the command line says the
+        message if it was not said and calls ``os._exit(1)``).
 
     Yields
     ------
@@ -193,7 +203,10 @@ def connect(
                 on_dashboard(client.dashboard_link)
             await_workers(client, wait_for_workers, WORKER_TIMEOUT if worker_timeout is None else worker_timeout,
                           on_engine)
-            watchdog = _Heartbeat(client, heartbeat_timeout) if heartbeat_timeout else None
+            gave_up = (f"the Dask scheduler at {scheduler} stopped answering for {heartbeat_timeout:g} s (frozen or "
+                       "unreachable; --heartbeat-timeout): gave up. Stages and outputs already committed are kept and "
+                       "this one wrote nothing; once the scheduler answers again, rerun the same command to resume")
+            watchdog = _Heartbeat(client, heartbeat_timeout, gave_up, on_hung) if heartbeat_timeout else None
             try:
                 yield client
             except KeyboardInterrupt:
@@ -201,11 +214,8 @@ def connect(
                     raise
                 with contextlib.suppress(Exception):
                     client.close(timeout=2)
-                raise ClusterError(
-                    f"the Dask scheduler at {scheduler} stopped answering for {heartbeat_timeout:g} s (frozen or "
-                    "unreachable; --heartbeat-timeout): gave up. Stages and outputs already committed are kept and "
-                    "this one wrote nothing; once the scheduler answers again, rerun the same command to resume"
-                ) from None
+                watchdog.reported = True
+                raise ClusterError(gave_up) from None
             finally:
                 if watchdog is not None:
                     watchdog.stop()
@@ -229,9 +239,15 @@ def connect(
 HEARTBEAT_TIMEOUT = 60.0
 
 
+#: Seconds a process may go on after the heartbeat's watchdog interrupted it before ``connect``'s ``on_hung``
+#: ends it (closing the client takes at most 2 of them; the rest is the command's own exit).
+HUNG_AFTER = 10.0
+
+
 class _Heartbeat:
     """A daemon thread asking ``client``'s scheduler for its identity every ``timeout / 4`` seconds (at most 5);
-    when an answer takes longer than ``timeout`` it sets :attr:`frozen` and interrupts the main thread.
+    when an answer takes longer than ``timeout`` it sets :attr:`frozen` and interrupts the main thread, and
+    if the process still runs :data:`HUNG_AFTER` seconds later, calls ``on_hung(message, reported)``.
 
     The interrupt is a real SIGINT sent to the main thread (``pthread_kill``), not
     ``_thread.interrupt_main``: that one only marks the signal pending, which a main thread blocked in a
@@ -239,10 +255,12 @@ class _Heartbeat:
     timeout (seen in full test runs: ``jsmf cooccur`` still waiting 120 s after its scheduler froze). A real
     signal interrupts the wait, and Python raises ``KeyboardInterrupt`` there."""
 
-    def __init__(self, client, timeout: float) -> None:
+    def __init__(self, client, timeout: float, message: str = "",
+                 on_hung: Callable[[str, bool], None] | None = None) -> None:
         self.frozen = False
+        self.reported = False  # set by ``connect`` once its ClusterError carries ``message``
         self._stop = threading.Event()
-        self._client, self._timeout = client, timeout
+        self._client, self._timeout, self._message, self._on_hung = client, timeout, message, on_hung
         self._thread = threading.Thread(target=self._watch, name="jsmf-heartbeat", daemon=True)
         self._thread.start()
 
@@ -261,6 +279,9 @@ class _Heartbeat:
                 if not self._stop.is_set():
                     self.frozen = True
                     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                    if self._on_hung is not None:
+                        time.sleep(HUNG_AFTER)  # a daemon thread: a process that ends in time ends it too
+                        self._on_hung(self._message, self.reported)
                 return
             except Exception:  # noqa: BLE001 - a closed connection: the client itself reports that
                 return

@@ -25,6 +25,7 @@ import numpy as np
 from jsmf_dask import cooccur, evaluate, fit, ingest, open_cooccurrence, refine, report
 from jsmf_dask.cluster import connect
 from jsmf_dask.io.parquet import read_vocabulary
+from jsmf_dask.pipeline.refine import choice_line
 
 NIPS = Path(__file__).parent / "data" / "nips12-raw" / "nipstxt.tar.xz"
 
@@ -91,11 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(model.lines(12)))
     refit = refined.attrs.get("refit")
     again = f", then {refit['sweeps']} again with the validation papers in training" if refit else ""
-    if refined.attrs.get("candidates"):  # the validation papers chose between soft sweeps and drawn ones first
-        drawn = refined.attrs["drawn_sweeps"]
-        tried = " or ".join(str(c["drawn_sweeps"]) for c in refined.attrs["candidates"])
-        again = (f"{again}; the validation papers chose {f'{drawn} drawn sweeps first' if drawn else 'no drawn sweeps'}"
-                 f" [{tried}]")
+    if (chosen := choice_line(refined.attrs)) is not None:  # soft sweeps alone, or drawn ones first
+        again = f"{again}; {chosen}"
     print(f"== refined topics ({refined.n_iter} sweeps{again}, {refine_seconds:.0f} s; top-10 words gained +[...] "
           "and lost -[...] per topic)")
     print("\n".join(refined.lines(12)))

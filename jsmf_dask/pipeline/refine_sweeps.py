@@ -70,6 +70,8 @@ class SweepRun:
     best_score: float  # its validation perplexity (NaN when no validation document scored it)
     best_seen: float  # the lowest validation perplexity of a state it could return (NaN: none was scored)
     total: object  # the last sweep's BlockSums
+    best_seen_scores: tuple[np.ndarray, np.ndarray] | None = None  # that state's per-document validation log
+    # likelihoods and scored tokens (BlockSums.valid_doc_loglik, valid_doc_tokens), or None
 
 
 def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, *, alpha, eta, sweeps: int,
@@ -86,7 +88,8 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     method = params.method
     records: list[SweepRecord] = []
     stopped = "sweeps"
-    best = (math.inf, 0, counts, params)  # validation perplexity, sweep entering it, the state it scored
+    best = (math.inf, 0, counts, params, None)  # validation perplexity, sweep entering it, the state it scored,
+    # and its per-document scores
     best_sweep = None
     total = None
     for i in range(sweeps):
@@ -107,7 +110,7 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
         change = float(np.linalg.norm(total.counts - counts) / np.linalg.norm(counts))
         scored = validation_perplexity(total)  # of the state this sweep entered with
         if (i == 0 or i >= drawn) and scored < best[0]:  # the start, or a soft state: never a drawn one
-            best = (scored, i + 1, counts, params)
+            best = (scored, i + 1, counts, params, (total.valid_doc_loglik, total.valid_doc_tokens))
         counts = total.counts
         rec = SweepRecord(i + 1, sweeps, entering, change, total.iterations / total.n_docs,
                           time.perf_counter() - t0, scored, float(params.alpha.sum()), params.eta,
@@ -124,12 +127,12 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
         if stop_by_validation and stopped_improving([r.validation_perplexity for r in records[drawn:]]):
             stopped = "validation"
             # the sweeps since the best state only made the validation documents worse: return that state
-            _, best_sweep, counts, params = best
+            _, best_sweep, counts, params, _ = best
             break
     if best_sweep is None:
         best_sweep = len(records) + 1
     return SweepRun(records, counts, params, stopped, best_sweep, best[0] if stopped == "validation" else math.nan,
-                    best[0] if math.isfinite(best[0]) else math.nan, total)
+                    best[0] if math.isfinite(best[0]) else math.nan, total, best[4])
 
 
 def shared_arrays(method: str, counts: np.ndarray, eta: float):

@@ -30,7 +30,7 @@ from jsmf_dask.pipeline.fit_model import default_name
 from jsmf_dask.io.model_store import chosen_model
 from jsmf_dask.pipeline.ingest import ingest
 from jsmf_dask.pipeline.ingest_inputs import uci_vocab_for
-from jsmf_dask.pipeline.refine import default_refined_name, refine
+from jsmf_dask.pipeline.refine import choice_line, default_refined_name, refine
 from jsmf_dask.pipeline.run_config import RunConfig, load_run_config
 
 __all__ = ["StageOutcome", "run"]
@@ -159,6 +159,8 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
             result = refine(root, overwrite=True, on_sweep=on_sweep, **kwargs)
             refit = result.attrs.get("refit")
             again = f", then {refit['sweeps']} again with the validation documents in training (refit)" if refit else ""
+            if (chosen := choice_line(result.attrs)) is not None:
+                again += f"; {chosen}"
             return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s){again}",
                     *result.lines()]
 

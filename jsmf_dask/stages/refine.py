@@ -8,10 +8,12 @@ its training documents from their state of the previous sweep (CVB0:
 :func:`jsmf_dask.kernels.collapsed.cvb0_step`, the state ``N_dk``; VB:
 :func:`jsmf_dask.kernels.variational.e_step`, the state ``γ``) and returns the
 block's expected word–topic counts (N×K); a tree of sums reduces them, so the
-driver receives one N×K array a sweep and never a per-document object. The
+driver receives one N×K array a sweep and no training document's state. The
 same task scores the block's validation documents (a sample of them by id
-beyond a few thousand) by document completion under the topics entering the sweep (:func:`jsmf_dask.kernels.heldout.completion_log_likelihood`,
-the scorer of ``evaluate``), so stopping by validation costs no extra pass.
+beyond a few thousand) by document completion under the topics entering the sweep (:func:`jsmf_dask.kernels.heldout.document_completion`,
+the scorer of ``evaluate``), so stopping by validation costs no extra pass;
+their scores reach the driver one per document (two states compared on the
+same documents give a paired error).
 The state stays out of the driver: each task reads its block's state from
 ``<scratch>/gamma-<s mod 2>/`` and writes the new one to the other
 generation, so a task that runs twice (a worker died) reads the same input
@@ -39,7 +41,7 @@ from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.io.scratch import load_array, save_array, write_table
 from jsmf_dask.kernels.collapsed import collapsed_theta, cvb0_step, draw_seeds
-from jsmf_dask.kernels.heldout import DocumentSplit, completion_log_likelihood, doc_hashes, sample_mask, \
+from jsmf_dask.kernels.heldout import DocumentSplit, document_completion, doc_hashes, sample_mask, \
     split_tokens
 from jsmf_dask.kernels.variational import e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
@@ -89,6 +91,9 @@ class BlockSums:
     valid_loglik : float
         Log likelihood of the validation documents' scored halves (document completion).
     valid_tokens, valid_docs : int
+    valid_doc_loglik, valid_doc_tokens : ndarray, shape (valid_docs,), or None
+        The same per scored validation document, in block order (every sweep lists the same documents in the
+        same order: two states' scores pair document by document, :func:`jsmf_dask.kernels.model_selection.paired_gap`).
     heldout_loglik : ndarray, shape (2,), or None
         Last pass only: the held-out documents' completion log likelihood under
         the final topics and under the start's (the source model's ``B`` and document prior).
@@ -107,6 +112,8 @@ class BlockSums:
     valid_docs: int = 0
     heldout_loglik: np.ndarray | None = None
     heldout_tokens: int = 0
+    valid_doc_loglik: np.ndarray | None = None
+    valid_doc_tokens: np.ndarray | None = None
 
 
 def gamma_dir(scratch: str, sweep: int) -> str:
@@ -173,13 +180,17 @@ def prepare_tasks(blocks: list[Block], params: SweepParams) -> list[dask.delayed
             for i, block in enumerate(blocks)]
 
 
-def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[float, int, int]:
+def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's completion log likelihood and scored tokens (:func:`_scores`)."""
     X, hashes = valid
     if X.shape[0] == 0:
-        return 0.0, 0, 0
-    observed, scored = split_tokens(X, hashes)
-    ll, n_tokens, _ = completion_log_likelihood(observed, scored, topics, alpha)
-    return ll, n_tokens, X.shape[0]
+        return np.zeros(0), np.zeros(0)
+    return _scores(*split_tokens(X, hashes), topics, alpha)
+
+
+def _scores(observed, scored, topics: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ll, n_tokens, _ = document_completion(observed, scored, topics, alpha)
+    return ll, n_tokens
 
 
 def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
@@ -200,12 +211,11 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, share
         res = e_step(X, update_from, params.alpha, state, max_iter=params.max_inner, tol=params.inner_tol)
         new_state, counts, bound, iterations, prior_sums = res.gamma, res.counts, res.bound, res.iterations, None
     save_array(_gamma_url(state_out, index), new_state)
-    ll = n_valid_tokens = 0
-    if prepared.n_valid:
-        ll, n_valid_tokens, _ = completion_log_likelihood(prepared.valid_observed, prepared.valid_scored, topics,
-                                                          params.alpha)
-    return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, ll, n_valid_tokens,
-                     prepared.n_valid)
+    ll, n_valid_tokens = (_scores(prepared.valid_observed, prepared.valid_scored, topics, params.alpha)
+                          if prepared.n_valid else (np.zeros(0), np.zeros(0)))
+    return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, float(ll.sum()),
+                     int(round(n_valid_tokens.sum())), prepared.n_valid, valid_doc_loglik=ll,
+                     valid_doc_tokens=n_valid_tokens)
 
 
 def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, start: tuple[np.ndarray, np.ndarray],
@@ -226,11 +236,13 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
     out = pa.table([table.column("doc_id"), pa.array(lengths), pa.FixedSizeListArray.from_arrays(
         pa.array(theta.ravel()), k)], schema=doc_topics_schema(k))
     write_table(join(out_dir, shard_name(index)), out)
-    ll, n_valid_tokens, n_valid_docs = _validate(valid, topics, params.alpha)
-    final_ll, n_held_tokens, _ = _validate(held, topics, params.alpha)
-    start_ll, _, _ = _validate(held, *start)
+    ll, n_valid_tokens = _validate(valid, topics, params.alpha)
+    final_ll, n_held_tokens = _validate(held, topics, params.alpha)
+    start_ll, _ = _validate(held, *start)
     return BlockSums(None, expected_topic_topic(gamma, params.alpha), bound, X.shape[0], int(lengths.sum()), 0,
-                     None, ll, n_valid_tokens, n_valid_docs, np.array([final_ll, start_ll]), n_held_tokens)
+                     None, float(ll.sum()), int(round(n_valid_tokens.sum())), ll.size,
+                     np.array([final_ll.sum(), start_ll.sum()]), int(round(n_held_tokens.sum())),
+                     valid_doc_loglik=ll, valid_doc_tokens=n_valid_tokens)
 
 
 def _add(*parts: BlockSums) -> BlockSums:
@@ -238,11 +250,16 @@ def _add(*parts: BlockSums) -> BlockSums:
         values = [getattr(p, name) for p in parts if getattr(p, name) is not None]
         return np.sum(values, axis=0) if values else None
 
+    def joined(name):  # per document, in the parts' order
+        values = [getattr(p, name) for p in parts if getattr(p, name) is not None]
+        return np.concatenate(values) if values else None
+
     return BlockSums(total("counts"), total("topic_topic"), float(sum(p.bound for p in parts)),
                      sum(p.n_docs for p in parts), sum(p.n_tokens for p in parts),
                      sum(p.iterations for p in parts), total("prior_sums"),
                      float(sum(p.valid_loglik for p in parts)), sum(p.valid_tokens for p in parts),
-                     sum(p.valid_docs for p in parts), total("heldout_loglik"), sum(p.heldout_tokens for p in parts))
+                     sum(p.valid_docs for p in parts), total("heldout_loglik"), sum(p.heldout_tokens for p in parts),
+                     joined("valid_doc_loglik"), joined("valid_doc_tokens"))
 
 
 def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -> dask.delayed:

@@ -451,6 +451,65 @@ def test_a_frozen_scheduler_is_given_up_on_within_the_heartbeat_timeout(corpus, 
     assert not (Path(root) / "cooc.zarr").exists()
 
 
+class _SilentScheduler:
+    """What :class:`~jsmf_dask.cluster._Heartbeat` needs of a client whose scheduler never answers: an event loop
+    (in a thread) and a ``scheduler.identity`` that waits for ever."""
+
+    def __init__(self):
+        import asyncio
+        from types import SimpleNamespace
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.loop = SimpleNamespace(asyncio_loop=self._loop)
+        self.scheduler = SimpleNamespace(identity=lambda: asyncio.sleep(3600))
+
+    def close(self):
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+@pytest.mark.parametrize("reported", [False, True])
+def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatch, reported):
+    """The watchdog's last resort: it interrupts the main thread once the scheduler has not answered for the
+    timeout, and when the process is still running HUNG_AFTER seconds later it calls ``on_hung`` with the
+    give-up message and whether it was already reported (the executable then says it, if not, and exits 1)."""
+    import jsmf_dask.cluster as cluster
+
+    monkeypatch.setattr(cluster, "HUNG_AFTER", 0.3)
+    client, called, interrupted = _SilentScheduler(), threading.Event(), []
+    seen = []
+
+    def on_hung(message, was_reported):
+        seen.append((message, was_reported, time.monotonic()))
+        called.set()
+
+    t0 = time.monotonic()
+    try:
+        watchdog = cluster._Heartbeat(client, 0.4, "the scheduler froze", on_hung)
+        try:
+            time.sleep(30)
+        except KeyboardInterrupt:  # the watchdog's SIGINT
+            interrupted.append(time.monotonic())
+            watchdog.reported = reported
+        assert called.wait(10)
+    finally:
+        client.close()
+    assert watchdog.frozen and interrupted
+    # the first question goes after 0.1 s, unanswered for 0.4 s: the interrupt; on_hung 0.3 s after it
+    assert 0.4 <= interrupted[0] - t0 < 5
+    assert seen[0][:2] == ("the scheduler froze", reported) and seen[0][2] - interrupted[0] >= 0.25
+
+
+def test_the_executable_ends_a_hung_process_with_status_1_having_said_why():
+    script = "from jsmf_dask.cli import _end_hung_process as end; import sys; end(sys.argv[1], sys.argv[2] == '1')"
+    for reported, said in ((False, "jsmf: error: the scheduler froze\n"), (True, "")):
+        done = subprocess.run([sys.executable, "-c", script, "the scheduler froze", str(int(reported))],
+                              capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stderr) == (1, said)
+
+
 def _start_worker_in_namespace(address: str, name: str, hidden: Path, cwd: Path) -> subprocess.Popen:
     """A worker in its own mount namespace, where ``hidden`` is covered by an empty tmpfs: it sees everything the
     driver sees except what lies under ``hidden`` (as a pod or node sees only the volumes it mounts)."""

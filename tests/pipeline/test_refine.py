@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import dask
 import numpy as np
 import pytest
@@ -634,6 +636,53 @@ def test_eta_candidates_are_chosen_by_the_validation_documents(plain_lda_root):
     assert scores[5.0] != pytest.approx(scores[0.01], rel=1e-3)  # a real choice between them
 
 
+def _candidate_run(doc_loglik, doc_tokens):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(best_seen=math.exp(-doc_loglik.sum() / doc_tokens.sum()),
+                           best_seen_scores=(doc_loglik, doc_tokens))
+
+
+def test_the_drawn_candidate_is_kept_unless_the_soft_one_is_better_beyond_the_paired_error():
+    """The rule of ``_choose`` on scores made by hand: 200 validation documents of 50–150 tokens, the soft run's
+    log likelihood −7 per token with document-level noise. A drawn run worse by 0.01 per token on every document
+    (a paired error of 0) gives way to the soft one; one worse by 0.01 on average but ± 0.5 per token document
+    by document (a paired error of about 0.035) is kept, though its perplexity is higher, as is one better; the
+    soft candidates compete among themselves by perplexity alone, and the drawn one is measured against the best
+    of them; only drawn candidates: the lowest perplexity."""
+    from jsmf_dask.pipeline.refine import DRAWN_MARGIN_SE, _choose
+
+    rng = np.random.default_rng(0)
+    n = rng.integers(50, 150, size=200).astype(float)
+    soft = -7.0 * n + rng.normal(0, 5, size=n.size)
+    worse_soft = soft - 0.02 * n
+    clear_loss = soft - 0.01 * n
+    better = soft + 0.01 * n
+    noisy = soft + (rng.normal(0, 0.5, size=n.size) - 0.01) * n
+    noisy += (-0.01 * n.sum() - (noisy - soft).sum()) * n / n.sum()  # exactly 0.01 per token worse on average
+    runs = {name: _candidate_run(v, n) for name, v in
+            {"soft": soft, "worse": worse_soft, "loss": clear_loss, "better": better, "noisy": noisy}.items()}
+
+    j, gains = _choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["loss"]])
+    assert j == 0 and gains[0] == (0.0, 0.0)
+    assert gains[1][0] == pytest.approx(-0.01, rel=1e-9) and gains[1][1] == pytest.approx(0.0, abs=1e-12)
+
+    j, gains = _choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["noisy"]])
+    assert runs["noisy"].best_seen > runs["soft"].best_seen and gains[1][0] == pytest.approx(-0.01, rel=1e-9)
+    assert gains[1][1] * DRAWN_MARGIN_SE > 0.01 and j == 1
+    assert _choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["better"]])[0] == 1
+
+    # η candidates (soft): the lower perplexity, and the drawn ones are measured against that one
+    j, gains = _choose([(0.01, 0), (0.05, 0), (0.05, 20)], [runs["worse"], runs["soft"], runs["loss"]])
+    assert j == 1 and gains[0][0] == pytest.approx(-0.02, rel=1e-9) and gains[2][0] == pytest.approx(-0.01)
+    j, gains = _choose([(0.01, 0), (0.05, 0), (0.01, 20), (0.05, 20)],
+                       [runs["worse"], runs["soft"], runs["loss"], runs["better"]])
+    assert j == 3
+    assert _choose([(0.01, 0), (0.05, 0)], [runs["soft"], runs["worse"]])[0] == 0
+    j, gains = _choose([(0.01, 20), (0.05, 20)], [runs["soft"], runs["better"]])  # no soft candidate
+    assert j == 1 and gains == [(None, None), (None, None)]
+
+
 def test_drawn_sweeps_auto_lets_the_validation_documents_choose_below_the_refit_cap(plain_lda_root, monkeypatch):
     """'auto': where the corpus has fewer training documents than REFIT_MAX_DOCS (and validation documents, CVB0,
     sweeps that leave as many soft ones), two candidates run from the same start — no drawn sweeps and
@@ -648,8 +697,16 @@ def test_drawn_sweeps_auto_lets_the_validation_documents_choose_below_the_refit_
     monkeypatch.setattr(refine_module, "DRAWN_SWEEPS", 3)
     seen = []
     small = refine(plain_lda_root, model="ap", name="auto-small", sweeps=8, refit="never", on_sweep=seen.append)
-    tried = {c["drawn_sweeps"]: c["validation_perplexity"] for c in small.attrs["candidates"]}
-    assert set(tried) == {0, 3} and small.attrs["drawn_sweeps"] == min(tried, key=tried.get)
+    soft, drawn = small.attrs["candidates"]
+    assert (soft["drawn_sweeps"], drawn["drawn_sweeps"]) == (0, 3)
+    # the gain is the validation log likelihood per token over the soft run's, on the same documents and tokens:
+    # the log of the perplexities' ratio, to rounding; its paired error is positive (the documents differ)
+    assert soft["gain"] == 0.0 and soft["gain_se"] == 0.0
+    assert drawn["gain"] == pytest.approx(math.log(soft["validation_perplexity"] / drawn["validation_perplexity"]),
+                                          rel=1e-9, abs=1e-12)
+    assert drawn["gain_se"] > 0
+    kept = drawn["gain"] >= -refine_module.DRAWN_MARGIN_SE * drawn["gain_se"]
+    assert small.attrs["drawn_sweeps"] == (3 if kept else 0)
     runs = [c["sweeps"] for c in small.attrs["candidates"]]
     assert [r.drawn for r in seen] == [False] * runs[0] + [True] * 3 + [False] * (runs[1] - 3)
     alone = refine(plain_lda_root, model="ap", name="auto-alone", sweeps=8, refit="never",
