@@ -240,8 +240,9 @@ HEARTBEAT_TIMEOUT = 60.0
 
 
 #: Seconds a process may go on after the heartbeat's watchdog interrupted it before ``connect``'s ``on_hung``
-#: ends it (closing the client takes at most 2 of them; the rest is the command's own exit).
-HUNG_AFTER = 10.0
+#: ends it (closing the client takes at most 2 of them; the rest is the command's own exit, which has said
+#: what happened by then: ending it early skips only the exit handlers).
+HUNG_AFTER = 5.0
 
 
 class _Heartbeat:
