@@ -57,7 +57,9 @@ from jsmf_dask.pipeline.refine_sweeps import (
     SweepRecord,
     prepared_blocks,
     run_sweeps,
+    run_together,
     shared_arrays,
+    sweep_loop,
     validation_perplexity,
 )
 from jsmf_dask.cluster import Work, choose_engine
@@ -113,13 +115,19 @@ def choice_line(attrs: dict) -> str | None:
         return None
 
     def tried(c: dict) -> str:
-        line = f"eta {c['eta']:g} with {c['drawn_sweeps']} drawn: {c['validation_perplexity']:.1f}"
+        score = "not scored" if c["validation_perplexity"] is None else f"{c['validation_perplexity']:.1f}"
+        line = f"eta {_eta_text(c['eta'])} with {c['drawn_sweeps']} drawn: {score}"
         if c["drawn_sweeps"] and c.get("gain_se") is not None:  # −gain: the perplexity's change, to first order
             line += f" ({-100 * c['gain']:+.2f}% ± {100 * c['gain_se']:.2f}%)"
         return line
 
     return (f"eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) chosen by the validation documents "
             f"({', '.join(tried(c) for c in candidates)})")
+
+
+def _eta_text(value: float | str) -> str:
+    """A candidate's ``eta``: the value, or 'auto' (learned)."""
+    return value if isinstance(value, str) else f"{value:g}"
 
 
 def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps) -> None:
@@ -301,13 +309,14 @@ def refine(
         for d in (join(tmp, "doc_topics"), *(gamma_dir(s, g) for s in scratches for g in (0, 1))):
             fs, path = get_fs(d)
             fs.makedirs(path, exist_ok=True)
-        runs = []  # each candidate's run to its stop, in its own scratch
-        counts, params = start(DocumentSplit(heldout, validation), etas[0])
-        with prepared_blocks(blocks, params, corpus_nnz(corpus)) as prepared:
-            for (value, drawn), scratch in zip(candidates, scratches, strict=True):
-                counts, params = start(DocumentSplit(heldout, validation), value)
-                runs.append(run_sweeps(prepared, params, counts, scratch, alpha=alpha, eta=value, sweeps=sweeps,
-                                       tol=tol, stop_by_validation=True, drawn=drawn, on_sweep=on_sweep))
+        # each candidate's run to its stop, in its own scratch, all of them in lockstep
+        starts = [start(DocumentSplit(heldout, validation), value) for value, _ in candidates]
+        with prepared_blocks(blocks, starts[0][1], corpus_nnz(corpus)) as prepared:
+            runs = run_together([
+                sweep_loop(prepared, params, counts, scratch, alpha=alpha, eta=value, sweeps=sweeps, tol=tol,
+                           stop_by_validation=True, drawn=drawn, on_sweep=on_sweep,
+                           candidate=f"eta {_eta_text(value)}, {drawn} drawn" if len(candidates) > 1 else "")
+                for (value, drawn), scratch, (counts, params) in zip(candidates, scratches, starts, strict=True)])
         j, gains = _choose(candidates, runs)
         run, (eta_chosen, drawn_chosen), scratch = runs[j], candidates[j], scratches[j]
         if run.total.n_docs == 0:

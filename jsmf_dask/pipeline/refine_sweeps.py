@@ -3,7 +3,9 @@
 Each sweep is one pass over the Parquet row groups (:mod:`jsmf_dask.stages.refine`) whose tree sum is the
 next word–topic counts ``W``; between sweeps the driver updates learned priors (Minka's fixed points) and
 checks the stops (``tol``, the validation documents' perplexity). :func:`run_sweeps` runs the loop twice
-in a refine with a refit: once to choose the sweeps, once on the training and validation documents.
+in a refine with a refit: once to choose the sweeps, once on the training and validation documents;
+:func:`run_together` runs several candidates' loops in lockstep, each step's sweeps computed together (a
+small corpus's sweep is a task or two: together they keep every core busy).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 
 import dask
@@ -23,7 +25,7 @@ from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha
 from jsmf_dask.kernels.variational import dirichlet_expectation, topic_bound
 from jsmf_dask.stages.refine import SweepParams, gamma_dir, prepare_tasks, sweep_tasks
 
-__all__ = ["SweepRecord", "SweepRun", "run_sweeps", "shared_arrays", "validation_perplexity", "prepared_blocks",
+__all__ = ["SweepRecord", "SweepRun", "run_sweeps", "run_together", "sweep_loop", "shared_arrays", "validation_perplexity", "prepared_blocks",
            "PATIENCE", "IMPROVEMENT"]
 
 
@@ -48,12 +50,15 @@ class SweepRecord:
     topics: np.ndarray | None = None  # B after this sweep, N×K
     phase: str = "refine"  # or 'refit': the chosen sweeps again, with the validation documents in training
     drawn: bool = False  # its counts were drawn from the responsibilities (refine's ``drawn_sweeps``)
+    candidate: str = ""  # which of several candidates run together ('eta 0.05, 20 drawn'), else empty
 
     def line(self) -> str:
         valid = "" if math.isnan(self.validation_perplexity) else \
             f"validation perplexity {self.validation_perplexity:.1f} before it, "
         drawn = " (drawn counts)" if self.drawn else ""
-        return (f"{self.phase} sweep {self.sweep}/{self.of}{drawn}: {valid}relative change {self.relative_change:.3g}, "
+        which = f" [{self.candidate}]" if self.candidate else ""
+        return (f"{self.phase} sweep {self.sweep}/{self.of}{drawn}{which}: {valid}"
+                f"relative change {self.relative_change:.3g}, "
                 f"alpha sum {self.alpha_sum:.3g}, eta {self.eta:.3g}, "
                 f"{self.inner_iterations:.1f} inner iterations per document, {self.seconds:.1f} s")
 
@@ -74,10 +79,44 @@ class SweepRun:
     # likelihoods and scored tokens (BlockSums.valid_doc_loglik, valid_doc_tokens), or None
 
 
-def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, *, alpha, eta, sweeps: int,
+def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, **kwargs) -> SweepRun:
+    """One :func:`sweep_loop` (its parameters) run to its end."""
+    (run,) = run_together([sweep_loop(prepared, params, counts, scratch, **kwargs)])
+    return run
+
+
+def run_together(loops: list[Generator]) -> list[SweepRun]:
+    """Run :func:`sweep_loop` generators in lockstep: each step computes the next sweep of every loop still
+    running in one graph, then hands each its sums. Each loop's result is what it gives alone (its own
+    state, scratch, stops and keys); only its records' ``seconds`` are the shared step's."""
+    results: list[SweepRun | None] = [None] * len(loops)
+    pending: dict[int, object] = {}
+    for j, loop in enumerate(loops):
+        try:
+            pending[j] = next(loop)
+        except StopIteration as stop:
+            results[j] = stop.value
+    while pending:
+        with _progress.data_in_graph():
+            totals = _progress.compute(*pending.values())
+        following = {}
+        for j, total in zip(pending, totals, strict=True):
+            try:
+                following[j] = loops[j].send(total)
+            except StopIteration as stop:
+                results[j] = stop.value
+        pending = following
+    return results
+
+
+def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, *, alpha, eta, sweeps: int,
                tol: float | None, stop_by_validation: bool, drawn: int = 0, first: int = 1,
-               phase: str = "refine", on_sweep: Callable[[SweepRecord], None] | None = None) -> SweepRun:
-    """Up to ``sweeps`` sweeps from ``counts``: the documents' states go to ``gamma_dir(scratch, first + i)``
+               phase: str = "refine", candidate: str = "",
+               on_sweep: Callable[[SweepRecord], None] | None = None) -> Generator[object, object, SweepRun]:
+    """A generator of each sweep's graph (sent back its computed sums), returning the :class:`SweepRun`
+    (:func:`run_together` drives it; ``candidate`` labels its records).
+
+    Up to ``sweeps`` sweeps from ``counts``: the documents' states go to ``gamma_dir(scratch, first + i)``
     (the first sweep starts every document afresh). Stops on ``tol`` and, with ``stop_by_validation``, when the
     validation documents stop improving (then returns the best state they saw). ``alpha``, ``eta``: refine's
     own (``'auto'`` learns that prior between sweeps). The first ``drawn`` sweeps (CVB0) add counts drawn from
@@ -95,11 +134,9 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     for i in range(sweeps):
         t0 = time.perf_counter()
         s = first + i
-        with _progress.data_in_graph():
-            swept = replace(params, drawn_sweep=i + 1) if i < drawn else params
-            (total,) = _progress.compute(sweep_tasks(prepared(), swept, shared_arrays(method, counts, params.eta),
-                                                     None if i == 0 else gamma_dir(scratch, s - 1),
-                                                     gamma_dir(scratch, s), sweep=s))
+        swept = replace(params, drawn_sweep=i + 1) if i < drawn else params
+        total = yield sweep_tasks(prepared(), swept, shared_arrays(method, counts, params.eta),
+                                  None if i == 0 else gamma_dir(scratch, s - 1), gamma_dir(scratch, s), sweep=s)
         if total.n_docs == 0:
             break
         if method == "vb":
@@ -114,7 +151,7 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
         counts = total.counts
         rec = SweepRecord(i + 1, sweeps, entering, change, total.iterations / total.n_docs,
                           time.perf_counter() - t0, scored, float(params.alpha.sum()), params.eta,
-                          collapsed_topics(counts, params.eta), phase, i < drawn)
+                          collapsed_topics(counts, params.eta), phase, i < drawn, candidate)
         records.append(rec)
         if on_sweep is not None:
             on_sweep(rec)

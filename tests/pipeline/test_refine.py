@@ -12,7 +12,7 @@ from jsmf_dask import cooccur, evaluate, fit, infer, open_cooccurrence, open_mod
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.kernels.metrics import match_topics
 from jsmf_dask.pipeline.infer import read_doc_topics
-from jsmf_dask.pipeline.refine import refine
+from jsmf_dask.pipeline.refine import choice_line, refine
 from jsmf_dask.pipeline.synth import read_truth
 from tests.conftest import listing
 
@@ -375,7 +375,9 @@ def test_cli_refine_with_eta_candidates_and_drawn_sweeps_says_what_it_chose(plai
            f"{scores[5.0]:.1f}, eta 0.01 with 2 drawn: {scores[0.01]:.1f})" in out
     assert m.attrs["params"]["eta"] == [5.0, 0.01] and m.attrs["params"]["drawn_sweeps"] == 2
     progress = captured.out + captured.err  # the sweeps' lines, both candidates'
-    assert progress.count("refine sweep 1/6 (drawn counts): ") == 2 and progress.count("refine sweep 3/6: ") == 2
+    assert progress.count("refine sweep 1/6 (drawn counts) [eta 5, 2 drawn]: ") == 1
+    assert progress.count("refine sweep 1/6 (drawn counts) [eta 0.01, 2 drawn]: ") == 1
+    assert progress.count("refine sweep 3/6 [eta 5, 2 drawn]: ") == 1
 
 
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
@@ -708,10 +710,17 @@ def test_drawn_sweeps_auto_lets_the_validation_documents_choose_below_the_refit_
     kept = drawn["gain"] >= -refine_module.DRAWN_MARGIN_SE * drawn["gain_se"]
     assert small.attrs["drawn_sweeps"] == (3 if kept else 0)
     runs = [c["sweeps"] for c in small.attrs["candidates"]]
-    assert [r.drawn for r in seen] == [False] * runs[0] + [True] * 3 + [False] * (runs[1] - 3)
+    # the two candidates in lockstep: their sweeps' records alternate while both run, each labelled
+    assert [r.drawn for r in seen if r.candidate == "eta 0.05, 0 drawn"] == [False] * runs[0]
+    assert [r.drawn for r in seen if r.candidate == "eta 0.05, 3 drawn"] == [True] * 3 + [False] * (runs[1] - 3)
+    assert [r.candidate for r in seen[:4]] == ["eta 0.05, 0 drawn", "eta 0.05, 3 drawn"] * 2
+    assert seen[1].line().startswith("refine sweep 1/8 (drawn counts) [eta 0.05, 3 drawn]: ")
     alone = refine(plain_lda_root, model="ap", name="auto-alone", sweeps=8, refit="never",
                    drawn_sweeps=small.attrs["drawn_sweeps"])
     np.testing.assert_array_equal(alone.B, small.B)
+    learned = refine(plain_lda_root, model="ap", name="auto-eta", sweeps=8, refit="never", eta="auto")
+    assert choice_line(learned.attrs).startswith(f"eta {learned.attrs['eta']:g} with ")  # a learned η: said as such
+    assert "(eta auto with 0 drawn: " in choice_line(learned.attrs)
     for kwargs in ({"sweeps": 5}, {"method": "vb"}, {"validation": 0}):  # 5 sweeps: not 3 soft after 3 drawn
         other = refine(plain_lda_root, model="ap", name="auto-other", refit="never", overwrite=True,
                        **{"sweeps": 8} | kwargs)
