@@ -89,7 +89,8 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
 
 def _run_refine(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
-    from jsmf_dask.pipeline.refine import choice_line, refine
+    from jsmf_dask.pipeline.refine import refine
+    from jsmf_dask.pipeline.refine_candidates import choice_line
 
     result = refine(args.root, model=args.model, **_stage_kwargs(args, "refine"), name=args.name,
                     heldout=args.heldout, overwrite=args.overwrite, on_sweep=None if args.quiet else print_line)

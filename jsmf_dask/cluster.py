@@ -203,9 +203,9 @@ def connect(
                 on_dashboard(client.dashboard_link)
             await_workers(client, wait_for_workers, WORKER_TIMEOUT if worker_timeout is None else worker_timeout,
                           on_engine)
-            gave_up = (f"the Dask scheduler at {scheduler} stopped answering for {heartbeat_timeout:g} s (frozen or "
-                       "unreachable; --heartbeat-timeout): gave up. Stages and outputs already committed are kept and "
-                       "this one wrote nothing; once the scheduler answers again, rerun the same command to resume")
+            gave_up = (f"the Dask scheduler at {scheduler} stopped answering for {heartbeat_timeout or 0:g} s (frozen "
+                       "or unreachable; --heartbeat-timeout): gave up. Stages and outputs already committed are kept "
+                       "and this one wrote nothing; once the scheduler answers again, rerun the same command to resume")
             watchdog = _Heartbeat(client, heartbeat_timeout, gave_up, on_hung) if heartbeat_timeout else None
             try:
                 yield client

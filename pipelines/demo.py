@@ -25,7 +25,7 @@ import numpy as np
 from jsmf_dask import cooccur, evaluate, fit, ingest, open_cooccurrence, refine, report
 from jsmf_dask.cluster import connect
 from jsmf_dask.io.parquet import read_vocabulary
-from jsmf_dask.pipeline.refine import choice_line
+from jsmf_dask.pipeline.refine_candidates import choice_line
 
 NIPS = Path(__file__).parent / "data" / "nips12-raw" / "nipstxt.tar.xz"
 

@@ -243,11 +243,11 @@ MODEL_LAYOUT: dict[str, Any] = {
                "candidates with a list)",
         "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run and its refit)",
         "candidates": "refined models that chose among (eta, drawn sweeps) candidates: [{eta, drawn_sweeps, "
-                      "validation_perplexity, sweeps, gain, gain_se}] of each one's run: its best validation "
-                      "perplexity, and its validation log likelihood per token minus the best soft candidate's, with "
+                      "validation_perplexity, sweeps, returned_state, gain, gain_se}] of each one's run: its best "
+                      "validation perplexity, the state it would return (1: its start), and its validation log likelihood per token minus the best soft candidate's, with "
                       "the paired standard error (null without a soft candidate); the lowest perplexity chose among "
-                      "the soft candidates and among the drawn ones, and the drawn one was kept unless its gain was "
-                      "below minus DRAWN_MARGIN_SE errors; or null",
+                      "the soft candidates and among the drawn ones (not those returning their start), and the drawn "
+                      "one was kept unless its gain was below minus DRAWN_MARGIN_SE errors; or null",
         "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "
                                "choose when to stop)",
         "refit": "refined models: {sweeps, n_docs, seconds} of the refit (the chosen sweeps run again from the "

@@ -38,7 +38,6 @@ from jsmf_dask.io.parquet import corpus_dir, corpus_nnz, corpus_tokens, display_
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_validation_fraction, zarr_store
 from jsmf_dask.kernels.metrics import topic_changes
-from jsmf_dask.kernels.model_selection import paired_gap
 from jsmf_dask.kernels.collapsed import collapsed_topics
 from jsmf_dask.kernels.heldout import DocumentSplit
 from jsmf_dask.kernels.variational import (
@@ -52,6 +51,7 @@ from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
 from jsmf_dask.stages.refine import METHODS, SweepParams, finish_tasks, gamma_dir
+from jsmf_dask.pipeline.refine_candidates import choose, eta_text
 from jsmf_dask.pipeline.refine_sweeps import (
     IMPROVEMENT,
     SweepRecord,
@@ -64,7 +64,7 @@ from jsmf_dask.pipeline.refine_sweeps import (
 )
 from jsmf_dask.cluster import Work, choose_engine
 
-__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line", "choice_line", "METHODS"]
+__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line", "METHODS"]
 
 
 def default_refined_name(source: str, method: str = "cvb0") -> str:
@@ -104,30 +104,6 @@ def change_line(k: int, gained: list[int], lost: list[int], words: list[str], *,
         return f"{k:3d} unchanged"
     sep = word_separator(words) if sep is None else sep
     return f"{k:3d} +[{sep.join(words[i] for i in gained)}] -[{sep.join(words[i] for i in lost)}]"
-
-
-def choice_line(attrs: dict) -> str | None:
-    """What the validation documents chose among a refined model's candidates (``attrs['candidates']``), with
-    every candidate's validation perplexity and a drawn one's change against the best soft one (relative, ± its
-    paired standard error); None for a model refined without candidates."""
-    candidates = attrs.get("candidates")
-    if not candidates:
-        return None
-
-    def tried(c: dict) -> str:
-        score = "not scored" if c["validation_perplexity"] is None else f"{c['validation_perplexity']:.1f}"
-        line = f"eta {_eta_text(c['eta'])} with {c['drawn_sweeps']} drawn: {score}"
-        if c["drawn_sweeps"] and c.get("gain_se") is not None:  # −gain: the perplexity's change, to first order
-            line += f" ({-100 * c['gain']:+.2f}% ± {100 * c['gain_se']:.2f}%)"
-        return line
-
-    return (f"eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) chosen by the validation documents "
-            f"({', '.join(tried(c) for c in candidates)})")
-
-
-def _eta_text(value: float | str) -> str:
-    """A candidate's ``eta``: the value, or 'auto' (learned)."""
-    return value if isinstance(value, str) else f"{value:g}"
 
 
 def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps) -> None:
@@ -240,7 +216,8 @@ def refine(
         sweeps after them, two candidates — none and :data:`DRAWN_SWEEPS` —
         each run to its stop from the same start; the drawn one is kept
         unless the soft one scores better on the validation documents by
-        more than their paired error (:data:`DRAWN_MARGIN_SE`; every
+        more than their paired error
+        (:data:`~jsmf_dask.pipeline.refine_candidates.DRAWN_MARGIN_SE`; every
         candidate's score and gain in ``attrs['candidates']``); else none.
     overwrite : bool, default=False
     on_sweep : callable, optional
@@ -315,9 +292,9 @@ def refine(
             runs = run_together([
                 sweep_loop(prepared, params, counts, scratch, alpha=alpha, eta=value, sweeps=sweeps, tol=tol,
                            stop_by_validation=True, drawn=drawn, on_sweep=on_sweep,
-                           candidate=f"eta {_eta_text(value)}, {drawn} drawn" if len(candidates) > 1 else "")
+                           candidate=f"eta {eta_text(value)}, {drawn} drawn" if len(candidates) > 1 else "")
                 for (value, drawn), scratch, (counts, params) in zip(candidates, scratches, starts, strict=True)])
-        j, gains = _choose(candidates, runs)
+        j, gains = choose(candidates, runs)
         run, (eta_chosen, drawn_chosen), scratch = runs[j], candidates[j], scratches[j]
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
@@ -414,7 +391,8 @@ def refine(
             # several candidates (eta, drawn sweeps): each one's best validation perplexity (the lowest chose the
             # model) and sweeps, or None
             "candidates": [{"eta": value, "drawn_sweeps": drawn, "validation_perplexity": _nan_to_none(r.best_seen),
-                            "sweeps": len(r.records), "gain": gain[0], "gain_se": gain[1]}
+                            "sweeps": len(r.records), "returned_state": r.best_sweep, "gain": gain[0],
+                            "gain_se": gain[1]}
                            for (value, drawn), r, gain in zip(candidates, runs, gains, strict=True)]
             if len(candidates) > 1 else None,
             "warnings": [warning] if warning else [],
@@ -443,8 +421,8 @@ REFIT_MAX_DOCS = 2500
 
 
 #: ``drawn_sweeps='auto'``: this many drawn sweeps, a candidate below :data:`REFIT_MAX_DOCS` training documents (the
-#: validation documents choose between it and none, :func:`_choose`: on a 60-word corpus whose spectral start was
-#: already near the optimum the drawn path ended 0.17% above soft CVB0's held-out perplexity). Measured
+#: validation documents choose between it and none, :func:`~jsmf_dask.pipeline.refine_candidates.choose`: on a
+#: 60-word corpus whose spectral start was already near the optimum the drawn path ended 0.17% above soft CVB0's held-out perplexity). Measured
 #: (session 21, the benchmarks README: the same roots, held-out documents and scorer, Gibbs the median of three
 #: chains): MovieLens (543 users) −0.7% at K = 20 and −1.5% at K = 50 (+1.4% above Gibbs's median → −0.2%);
 #: NIPS papers +0.06% / −0.2%, Reuters −0.1% / +0.6%; at about twice refine's time. 10 and 30 drawn sweeps
@@ -453,48 +431,6 @@ REFIT_MAX_DOCS = 2500
 #: Above the cap the corpora measured (lda-20k, 100k) sit within 1% of their generating model's perplexity,
 #: and refine's share of the route's time is what keeps it 10–20× faster than Gibbs.
 DRAWN_SWEEPS = 20
-
-
-#: The drawn candidate is kept unless the best soft one beats it on the validation documents by more than this
-#: many paired standard errors (their own noise). Measured (session 22, the benchmarks README: session 21's roots,
-#: held-out documents and scorer): the validation documents (16–122 of them below REFIT_MAX_DOCS) resolve a
-#: difference of 0.1–1.8%, while the drawn run's held-out gains are 0.2–1.6% where it gains (MovieLens K = 50:
-#: −1.6% ± 0.4% held out, +0.2% ± 0.7% on its 29 validation documents). Requiring the drawn run to win beyond
-#: the noise kept the soft run on MovieLens (+0.7% / +1.6% held out); the lowest score alone kept it on the
-#: NIPS papers at K = 50 (+0.2% ± 0.1%); this rule loses neither, and keeps the soft run where it is clearly
-#: better (the NIPS papers at K = 20, by 1.5 errors).
-DRAWN_MARGIN_SE = 1.0
-
-
-def _choose(candidates: list[tuple], runs: list) -> tuple[int, list[tuple[float | None, float | None]]]:
-    """The candidate kept, and each one's gain over the best soft candidate (validation log likelihood per
-    token, positive: better) with its paired standard error (None without a soft candidate or scores).
-
-    The lowest validation perplexity wins among the soft candidates (the ``eta`` values asked for), and among
-    the drawn ones; the best drawn candidate is kept unless the best soft one beats it by more than
-    :data:`DRAWN_MARGIN_SE` paired standard errors: on the corpora measured the drawn sweeps helped or tied,
-    and a few dozen validation documents cannot tell differences of a percent apart.
-    """
-    scores = [r.best_seen if math.isfinite(r.best_seen) else math.inf for r in runs]
-    soft = [j for j, (_, drawn) in enumerate(candidates) if drawn == 0]
-    if len(candidates) == 1 or not soft:
-        return int(np.argmin(scores)), [(None, None)] * len(candidates)
-    best_soft = min(soft, key=scores.__getitem__)
-    reference = runs[best_soft].best_seen_scores
-    gains = []
-    for run in runs:
-        if reference is None or run.best_seen_scores is None:
-            gains.append((None, None))
-            continue
-        gains.append(paired_gap(run.best_seen_scores[0], reference[0], reference[1]))  # ℓ − ℓ of the reference
-    drawn = [j for j in range(len(candidates)) if j not in soft]
-    if not drawn:
-        return best_soft, gains
-    best_drawn = min(drawn, key=scores.__getitem__)
-    gain, se = gains[best_drawn]
-    if gain is None or not math.isfinite(scores[best_drawn]) or gain < -DRAWN_MARGIN_SE * se:
-        return best_soft, gains
-    return best_drawn, gains
 
 
 def _drawn_options(drawn_sweeps: int | str, method: str, sweeps: int, validation: float,

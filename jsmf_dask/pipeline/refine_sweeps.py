@@ -25,8 +25,8 @@ from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha
 from jsmf_dask.kernels.variational import dirichlet_expectation, topic_bound
 from jsmf_dask.stages.refine import SweepParams, gamma_dir, prepare_tasks, sweep_tasks
 
-__all__ = ["SweepRecord", "SweepRun", "run_sweeps", "run_together", "sweep_loop", "shared_arrays", "validation_perplexity", "prepared_blocks",
-           "PATIENCE", "IMPROVEMENT"]
+__all__ = ["SweepRecord", "SweepRun", "run_sweeps", "run_together", "sweep_loop", "shared_arrays",
+           "validation_perplexity", "prepared_blocks", "PATIENCE", "IMPROVEMENT"]
 
 
 #: Refine stops when ``PATIENCE`` sweeps improve the best validation perplexity before them by less than

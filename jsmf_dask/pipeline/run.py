@@ -30,7 +30,8 @@ from jsmf_dask.pipeline.fit_model import default_name
 from jsmf_dask.io.model_store import chosen_model
 from jsmf_dask.pipeline.ingest import ingest
 from jsmf_dask.pipeline.ingest_inputs import uci_vocab_for
-from jsmf_dask.pipeline.refine import choice_line, default_refined_name, refine
+from jsmf_dask.pipeline.refine import default_refined_name, refine
+from jsmf_dask.pipeline.refine_candidates import choice_line
 from jsmf_dask.pipeline.run_config import RunConfig, load_run_config
 
 __all__ = ["StageOutcome", "run"]

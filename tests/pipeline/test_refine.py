@@ -12,7 +12,8 @@ from jsmf_dask import cooccur, evaluate, fit, infer, open_cooccurrence, open_mod
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.kernels.metrics import match_topics
 from jsmf_dask.pipeline.infer import read_doc_topics
-from jsmf_dask.pipeline.refine import choice_line, refine
+from jsmf_dask.pipeline.refine import refine
+from jsmf_dask.pipeline.refine_candidates import choice_line
 from jsmf_dask.pipeline.synth import read_truth
 from tests.conftest import listing
 
@@ -638,21 +639,21 @@ def test_eta_candidates_are_chosen_by_the_validation_documents(plain_lda_root):
     assert scores[5.0] != pytest.approx(scores[0.01], rel=1e-3)  # a real choice between them
 
 
-def _candidate_run(doc_loglik, doc_tokens):
+def _candidate_run(doc_loglik, doc_tokens, best_sweep=5):
     from types import SimpleNamespace
 
     return SimpleNamespace(best_seen=math.exp(-doc_loglik.sum() / doc_tokens.sum()),
-                           best_seen_scores=(doc_loglik, doc_tokens))
+                           best_seen_scores=(doc_loglik, doc_tokens), best_sweep=best_sweep)
 
 
 def test_the_drawn_candidate_is_kept_unless_the_soft_one_is_better_beyond_the_paired_error():
-    """The rule of ``_choose`` on scores made by hand: 200 validation documents of 50–150 tokens, the soft run's
+    """The rule of ``choose`` on scores made by hand: 200 validation documents of 50–150 tokens, the soft run's
     log likelihood −7 per token with document-level noise. A drawn run worse by 0.01 per token on every document
     (a paired error of 0) gives way to the soft one; one worse by 0.01 on average but ± 0.5 per token document
     by document (a paired error of about 0.035) is kept, though its perplexity is higher, as is one better; the
     soft candidates compete among themselves by perplexity alone, and the drawn one is measured against the best
     of them; only drawn candidates: the lowest perplexity."""
-    from jsmf_dask.pipeline.refine import DRAWN_MARGIN_SE, _choose
+    from jsmf_dask.pipeline.refine_candidates import DRAWN_MARGIN_SE, choose
 
     rng = np.random.default_rng(0)
     n = rng.integers(50, 150, size=200).astype(float)
@@ -665,23 +666,25 @@ def test_the_drawn_candidate_is_kept_unless_the_soft_one_is_better_beyond_the_pa
     runs = {name: _candidate_run(v, n) for name, v in
             {"soft": soft, "worse": worse_soft, "loss": clear_loss, "better": better, "noisy": noisy}.items()}
 
-    j, gains = _choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["loss"]])
+    j, gains = choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["loss"]])
     assert j == 0 and gains[0] == (0.0, 0.0)
     assert gains[1][0] == pytest.approx(-0.01, rel=1e-9) and gains[1][1] == pytest.approx(0.0, abs=1e-12)
 
-    j, gains = _choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["noisy"]])
+    j, gains = choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["noisy"]])
     assert runs["noisy"].best_seen > runs["soft"].best_seen and gains[1][0] == pytest.approx(-0.01, rel=1e-9)
     assert gains[1][1] * DRAWN_MARGIN_SE > 0.01 and j == 1
-    assert _choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["better"]])[0] == 1
+    assert choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["better"]])[0] == 1
+    # a drawn run that returns its start drew nothing worth keeping, whatever its score
+    assert choose([(0.05, 0), (0.05, 20)], [runs["soft"], _candidate_run(better, n, best_sweep=1)])[0] == 0
 
     # η candidates (soft): the lower perplexity, and the drawn ones are measured against that one
-    j, gains = _choose([(0.01, 0), (0.05, 0), (0.05, 20)], [runs["worse"], runs["soft"], runs["loss"]])
+    j, gains = choose([(0.01, 0), (0.05, 0), (0.05, 20)], [runs["worse"], runs["soft"], runs["loss"]])
     assert j == 1 and gains[0][0] == pytest.approx(-0.02, rel=1e-9) and gains[2][0] == pytest.approx(-0.01)
-    j, gains = _choose([(0.01, 0), (0.05, 0), (0.01, 20), (0.05, 20)],
+    j, gains = choose([(0.01, 0), (0.05, 0), (0.01, 20), (0.05, 20)],
                        [runs["worse"], runs["soft"], runs["loss"], runs["better"]])
     assert j == 3
-    assert _choose([(0.01, 0), (0.05, 0)], [runs["soft"], runs["worse"]])[0] == 0
-    j, gains = _choose([(0.01, 20), (0.05, 20)], [runs["soft"], runs["better"]])  # no soft candidate
+    assert choose([(0.01, 0), (0.05, 0)], [runs["soft"], runs["worse"]])[0] == 0
+    j, gains = choose([(0.01, 20), (0.05, 20)], [runs["soft"], runs["better"]])  # no soft candidate
     assert j == 1 and gains == [(None, None), (None, None)]
 
 
@@ -691,6 +694,7 @@ def test_drawn_sweeps_auto_lets_the_validation_documents_choose_below_the_refit_
     DRAWN_SWEEPS — and the validation documents keep the better: the very model of that choice alone. None on a
     larger corpus, for VB, with fewer sweeps or without validation documents."""
     import jsmf_dask.pipeline.refine as refine_module
+    from jsmf_dask.pipeline.refine_candidates import DRAWN_MARGIN_SE
 
     large = refine(plain_lda_root, model="ap", name="auto-large", sweeps=45, refit="never")
     assert large.attrs["drawn_sweeps"] == 0 and large.attrs["candidates"] is None
@@ -707,7 +711,7 @@ def test_drawn_sweeps_auto_lets_the_validation_documents_choose_below_the_refit_
     assert drawn["gain"] == pytest.approx(math.log(soft["validation_perplexity"] / drawn["validation_perplexity"]),
                                           rel=1e-9, abs=1e-12)
     assert drawn["gain_se"] > 0
-    kept = drawn["gain"] >= -refine_module.DRAWN_MARGIN_SE * drawn["gain_se"]
+    kept = drawn["gain"] >= -DRAWN_MARGIN_SE * drawn["gain_se"] and drawn["returned_state"] > 1
     assert small.attrs["drawn_sweeps"] == (3 if kept else 0)
     runs = [c["sweeps"] for c in small.attrs["candidates"]]
     # the two candidates in lockstep: their sweeps' records alternate while both run, each labelled
