@@ -87,9 +87,10 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         (each costs a refinement).
     refine_drawn_sweeps : 'auto' or int, default='auto'
         CVB0 sweeps whose counts are drawn from the responsibilities before
-        the soft ones (``refine``'s ``drawn_sweeps``): ``'auto'`` lets the
-        validation documents choose between none and 20 below 2,500 training
-        documents (a second refinement there), 0 never draws.
+        the soft ones (``refine``'s ``drawn_sweeps``): ``'auto'``, below 2,500
+        training documents, runs none and 20 side by side and keeps the drawn
+        refinement unless the validation documents score the other better by
+        more than their paired error; 0 never draws.
     validation_fraction : float, default=0.05
         Documents (by the hash of their row number) left out of ``C`` and of the
         refinement's sweeps, scored each sweep; refinement stops when they stop
