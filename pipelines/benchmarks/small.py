@@ -243,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: run {run + 1} done", file=sys.stderr, flush=True)
         rows = [{"route": route, **_median_row(r)} | ({"engine": f"{engine} (forced)"} if engine != "auto" else {})
                 for (route, engine), r in runs.items()]
-        seconds = None if args.no_gibbs else gibbs(str(out / f"small-{name}-api"), k)
+        # Gibbs on the documents a route just ingested (every route reads the same ones), a median of --runs
+        gibbs_root = str(out / f"small-{name}-{args.routes.split(',')[-1]}")
+        seconds = None if args.no_gibbs else statistics.median(gibbs(gibbs_root, k) for _ in range(args.runs))
         results.append({"corpus": name, "K": k, "gibbs_seconds": seconds, "rows": rows})
         print("\n" + _table(name, rows, seconds) + "\n", flush=True)
         (out / "small-results.json").write_text(json.dumps(results, indent=2, default=str))
