@@ -163,8 +163,8 @@ def refine(
         (:func:`~jsmf_dask.kernels.variational.topic_shares`).
     eta : 'auto', float or list of float, default=0.05
         Symmetric topic–word prior; ``'auto'`` learns it by Minka's fixed point
-        between sweeps; a list is candidates: each is refined to its stop (in
-        turn, from the same start) and the one whose validation documents
+        between sweeps; a list is candidates: each is refined to its stop (all
+        in lockstep, from the same start) and the one whose validation documents
         score best is kept (and refitted), every candidate's score recorded in
         ``attrs['candidates']`` — the validation documents tune it, so the
         held-out ones stay unseen. Needs validation documents.
