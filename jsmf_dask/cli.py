@@ -13,8 +13,9 @@ import logging
 import os
 import re
 import sys
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from jsmf_dask.cli_parser import EXAMPLES, build_parser
 from jsmf_dask.cli_progress import print_line, stage_progress
@@ -363,6 +364,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
     (``--heartbeat-timeout``) but is still running :data:`~jsmf_dask.cluster.HUNG_AFTER` seconds later (its
     exit waits on that scheduler) ends the process with status 1, having said why.
     """
+    said = threading.Event()  # an error line was printed (what a hung process's last resort need not repeat)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # the command's own usage, not the top level's
@@ -408,7 +410,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
                 wait_for_workers=args.wait_for_workers,
                 worker_timeout=args.worker_timeout,
                 heartbeat_timeout=args.heartbeat_timeout,
-                on_hung=_end_hung_process if exit_when_hung else None,
+                on_hung=_hung_ender(said) if exit_when_hung else None,
                 lazy=True,  # the stage checks its inputs first: a bad one fails without starting a cluster
                 on_dashboard=None if args.quiet else lambda link: print(f"dask dashboard: {link}", file=sys.stderr),
                 on_engine=None if args.quiet else lambda line: print(line, file=sys.stderr),
@@ -422,6 +424,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
         # `jsmf run` takes no stage flags: its config keys carry the parameters' names
         message = str(err) if args.command == "run" else _cli_words(str(err))
         print(f"jsmf: error: {message}", file=sys.stderr)
+        said.set()
         return 1
     except KeyboardInterrupt:
         print("jsmf: interrupted", file=sys.stderr)
@@ -433,20 +436,26 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
         if message is None:
             raise
         print(f"jsmf: error: {message}", file=sys.stderr)
+        said.set()
         return 1
     for line in lines:
         print(line)
     return 0
 
 
-def _end_hung_process(message: str, reported: bool) -> None:
-    """``connect``'s ``on_hung``: say the give-up message unless it was said, and end the process (status 1)."""
-    if not reported:
-        print(f"jsmf: error: {_cli_words(message)}", file=sys.stderr)
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.flush()
-        sys.stdout.flush()
-    os._exit(1)
+def _hung_ender(said: threading.Event) -> Callable[[str], None]:
+    """``connect``'s ``on_hung`` for the executable: say the give-up message unless an error line was said
+    (``said``), and end the process with status 1."""
+
+    def end(message: str) -> None:
+        if not said.is_set():
+            print(f"jsmf: error: {_cli_words(message)}", file=sys.stderr)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+            sys.stdout.flush()
+        os._exit(1)
+
+    return end
 
 
 def console_main() -> None:

@@ -121,7 +121,7 @@ def connect(
     wait_for_workers: int = 1,
     worker_timeout: float | None = None,
     heartbeat_timeout: float | None = None,
-    on_hung: Callable[[str, bool], None] | None = None,
+    on_hung: Callable[[str], None] | None = None,
 ) -> Iterator[object]:
     """Run the enclosed stages on a cluster.
 
@@ -170,12 +170,12 @@ def connect(
         :data:`HEARTBEAT_TIMEOUT`). None: no watchdog.
     on_hung : callable, optional
         With ``heartbeat_timeout``: the last resort of a process that must end.
-        Called from the watchdog with the give-up message and whether
-        :class:`~jsmf_dask.exceptions.ClusterError` already reported it, when
-        the process is still running :data:`HUNG_AFTER` seconds after the
-        watchdog interrupted it (something still waits on the frozen
-        scheduler); it should end the process (the command line says the
-        message if it was not said and calls ``os._exit(1)``).
+        Called from the watchdog with the give-up message (the one of the
+        :class:`~jsmf_dask.exceptions.ClusterError` raised) when the process
+        is still running :data:`HUNG_AFTER` seconds after the watchdog
+        interrupted it (something still waits on the frozen scheduler); it
+        should end the process (the command line says the message if it has
+        not said it yet and calls ``os._exit(1)``).
 
     Yields
     ------
@@ -214,7 +214,6 @@ def connect(
                     raise
                 with contextlib.suppress(Exception):
                     client.close(timeout=2)
-                watchdog.reported = True
                 raise ClusterError(gave_up) from None
             finally:
                 if watchdog is not None:
@@ -248,7 +247,7 @@ HUNG_AFTER = 5.0
 class _Heartbeat:
     """A daemon thread asking ``client``'s scheduler for its identity every ``timeout / 4`` seconds (at most 5);
     when an answer takes longer than ``timeout`` it sets :attr:`frozen` and interrupts the main thread, and
-    if the process still runs :data:`HUNG_AFTER` seconds later, calls ``on_hung(message, reported)``.
+    if the process still runs :data:`HUNG_AFTER` seconds later, calls ``on_hung(message)``.
 
     The interrupt is a real SIGINT sent to the main thread (``pthread_kill``), not
     ``_thread.interrupt_main``: that one only marks the signal pending, which a main thread blocked in a
@@ -257,9 +256,8 @@ class _Heartbeat:
     signal interrupts the wait, and Python raises ``KeyboardInterrupt`` there."""
 
     def __init__(self, client, timeout: float, message: str = "",
-                 on_hung: Callable[[str, bool], None] | None = None) -> None:
+                 on_hung: Callable[[str], None] | None = None) -> None:
         self.frozen = False
-        self.reported = False  # set by ``connect`` once its ClusterError carries ``message``
         self._stop = threading.Event()
         self._client, self._timeout, self._message, self._on_hung = client, timeout, message, on_hung
         self._thread = threading.Thread(target=self._watch, name="jsmf-heartbeat", daemon=True)
@@ -282,7 +280,7 @@ class _Heartbeat:
                     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
                     if self._on_hung is not None:
                         time.sleep(HUNG_AFTER)  # a daemon thread: a process that ends in time ends it too
-                        self._on_hung(self._message, self.reported)
+                        self._on_hung(self._message)
                 return
             except Exception:  # noqa: BLE001 - a closed connection: the client itself reports that
                 return

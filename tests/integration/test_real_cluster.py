@@ -471,19 +471,17 @@ class _SilentScheduler:
         self._thread.join(5)
 
 
-@pytest.mark.parametrize("reported", [False, True])
-def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatch, reported):
+def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatch):
     """The watchdog's last resort: it interrupts the main thread once the scheduler has not answered for the
     timeout, and when the process is still running HUNG_AFTER seconds later it calls ``on_hung`` with the
-    give-up message and whether it was already reported (the executable then says it, if not, and exits 1)."""
+    give-up message (the executable then says it, unless it has said an error, and exits 1)."""
     import jsmf_dask.cluster as cluster
 
     monkeypatch.setattr(cluster, "HUNG_AFTER", 0.3)
-    client, called, interrupted = _SilentScheduler(), threading.Event(), []
-    seen = []
+    client, called, interrupted, seen = _SilentScheduler(), threading.Event(), [], []
 
-    def on_hung(message, was_reported):
-        seen.append((message, was_reported, time.monotonic()))
+    def on_hung(message):
+        seen.append((message, time.monotonic()))
         called.set()
 
     t0 = time.monotonic()
@@ -493,22 +491,22 @@ def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatc
             time.sleep(30)
         except KeyboardInterrupt:  # the watchdog's SIGINT
             interrupted.append(time.monotonic())
-            watchdog.reported = reported
         assert called.wait(10)
     finally:
         client.close()
     assert watchdog.frozen and interrupted
     # the first question goes after 0.1 s, unanswered for 0.4 s: the interrupt; on_hung 0.3 s after it
     assert 0.4 <= interrupted[0] - t0 < 5
-    assert seen[0][:2] == ("the scheduler froze", reported) and seen[0][2] - interrupted[0] >= 0.25
+    assert seen[0][0] == "the scheduler froze" and seen[0][1] - interrupted[0] >= 0.25
 
 
-def test_the_executable_ends_a_hung_process_with_status_1_having_said_why():
-    script = "from jsmf_dask.cli import _end_hung_process as end; import sys; end(sys.argv[1], sys.argv[2] == '1')"
-    for reported, said in ((False, "jsmf: error: the scheduler froze\n"), (True, "")):
-        done = subprocess.run([sys.executable, "-c", script, "the scheduler froze", str(int(reported))],
+def test_the_executable_ends_a_hung_process_with_status_1_saying_why_once():
+    script = ("import sys, threading; from jsmf_dask.cli import _hung_ender; said = threading.Event(); "
+              "said.set() if sys.argv[2] == '1' else None; _hung_ender(said)(sys.argv[1])")
+    for said, stderr in ((False, "jsmf: error: the scheduler froze\n"), (True, "")):
+        done = subprocess.run([sys.executable, "-c", script, "the scheduler froze", str(int(said))],
                               capture_output=True, text=True, timeout=60)
-        assert (done.returncode, done.stderr) == (1, said)
+        assert (done.returncode, done.stderr) == (1, stderr)
 
 
 def _start_worker_in_namespace(address: str, name: str, hidden: Path, cwd: Path) -> subprocess.Popen:
