@@ -295,9 +295,10 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("refine", "drawn_sweeps", "count", "auto",
               "cvb0: the first D sweeps add counts drawn from the responsibilities (seeded by document id and "
               "sweep) instead of their expectations, so the topics can leave the spectral start's basin; the "
-              "soft sweeps after them return the model; auto: 20 below 2,500 training documents (where "
-              "the sampler's search beat CVB0 from the spectral start) when --sweeps leaves as many soft ones, "
-              "else 0 (see the README)",
+              "soft sweeps after them return the model; auto: below 2,500 training documents (where the "
+              "sampler's search beat CVB0 from the spectral start), with validation documents and --sweeps "
+              "leaving as many soft ones, none and 20 side by side, the drawn run kept unless the validation "
+              "documents score the other better beyond their paired error; else 0 (see the README)",
               low=0, metavar="auto|D", estimator="refine_drawn_sweeps"),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "
