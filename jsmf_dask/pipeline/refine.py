@@ -50,7 +50,7 @@ from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
-from jsmf_dask.stages.refine import METHODS, SweepParams, finish_tasks, gamma_dir
+from jsmf_dask.stages.refine import METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_candidates import choose, eta_text
 from jsmf_dask.pipeline.refine_sweeps import (
     IMPROVEMENT,
@@ -283,7 +283,8 @@ def refine(
     candidates = [(e, d) for e in etas for d in draws]  # (η, drawn sweeps): the validation documents choose
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         scratches = [join(tmp, "_scratch", f"candidate-{j}") for j in range(len(candidates))]
-        for d in (join(tmp, "doc_topics"), *(gamma_dir(s, g) for s in scratches for g in (0, 1))):
+        generations = range(STATE_GENERATIONS)
+        for d in (join(tmp, "doc_topics"), *(gamma_dir(s, g) for s in scratches for g in generations)):
             fs, path = get_fs(d)
             fs.makedirs(path, exist_ok=True)
         # each candidate's run to its stop, in its own scratch, all of them in lockstep
@@ -299,8 +300,11 @@ def refine(
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
         records, counts, params, stopped, best_sweep = run.records, run.counts, run.params, run.stopped, run.best_sweep
-        last_state = gamma_dir(scratch, len(records))
         chosen_sweeps = best_sweep - 1
+        # the documents' states of the state returned (written by the sweep before the one it entered); the
+        # last sweep's when it is the start (no sweep wrote it) or no longer kept
+        kept = 1 <= chosen_sweeps and len(records) - chosen_sweeps < STATE_GENERATIONS
+        last_state = gamma_dir(scratch, chosen_sweeps if kept else len(records))
         refit_record = None
         if _refits(refit, validation, chosen_sweeps, n_rows * (1.0 - heldout - validation)):
             # the validation documents chose the sweeps; now they train too: that many sweeps from the same start
@@ -422,7 +426,8 @@ REFIT_MAX_DOCS = 2500
 
 #: ``drawn_sweeps='auto'``: this many drawn sweeps, a candidate below :data:`REFIT_MAX_DOCS` training documents (the
 #: validation documents choose between it and none, :func:`~jsmf_dask.pipeline.refine_candidates.choose`: on a
-#: 60-word corpus whose spectral start was already near the optimum the drawn path ended 0.17% above soft CVB0's held-out perplexity). Measured
+#: 60-word corpus whose spectral start was already near the optimum the drawn path ended 0.17% above soft CVB0's
+#: held-out perplexity). Measured
 #: (session 21, the benchmarks README: the same roots, held-out documents and scorer, Gibbs the median of three
 #: chains): MovieLens (543 users) −0.7% at K = 20 and −1.5% at K = 50 (+1.4% above Gibbs's median → −0.2%);
 #: NIPS papers +0.06% / −0.2%, Reuters −0.1% / +0.6%; at about twice refine's time. 10 and 30 drawn sweeps

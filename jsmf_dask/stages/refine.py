@@ -46,7 +46,8 @@ from jsmf_dask.kernels.heldout import DocumentSplit, document_completion, doc_ha
 from jsmf_dask.kernels.variational import e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "sweep_tasks", "finish_tasks", "tree_sum", "gamma_dir"]
+__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "sweep_tasks", "finish_tasks", "tree_sum", "gamma_dir",
+           "STATE_GENERATIONS"]
 
 #: Refinement methods: zero-order collapsed variational Bayes, and variational Bayes.
 METHODS = parameter("refine", "method").choices
@@ -116,9 +117,16 @@ class BlockSums:
     valid_doc_tokens: np.ndarray | None = None
 
 
+#: Generations of the documents' states a refine's scratch keeps (sweep ``s`` writes ``gamma-<s mod this>``):
+#: two would do for the sweeps, each reading the last; a validation stop returns a state written at most
+#: ``PATIENCE + 1`` sweeps before the last (:mod:`jsmf_dask.pipeline.refine_sweeps`), and the final pass
+#: reads that state's documents (their topic weights under ``doc_topics/``, the fold-in's start).
+STATE_GENERATIONS = 5
+
+
 def gamma_dir(scratch: str, sweep: int) -> str:
-    """Where sweep ``sweep`` writes ``γ`` (two generations alternate)."""
-    return join(scratch, f"gamma-{sweep % 2}")
+    """Where sweep ``sweep`` writes ``γ`` (:data:`STATE_GENERATIONS` generations in turn)."""
+    return join(scratch, f"gamma-{sweep % STATE_GENERATIONS}")
 
 
 def _gamma_url(directory: str, index: int) -> str:

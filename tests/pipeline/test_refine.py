@@ -507,6 +507,7 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
     sweeps after the best and returns that state, not the last one: the final score is the curve's minimum."""
     import scipy.sparse as sps
 
+    from jsmf_dask.io.parquet import read_parquet_dir
     from jsmf_dask.kernels.synthetic import sample_corpus
     from jsmf_dask.pipeline.matrix import ingest_matrix
 
@@ -524,6 +525,21 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
     assert r.attrs["returned_state"] == best + 1 <= r.n_iter
     assert curve[-1] == pytest.approx(curve[best], rel=1e-9)  # the returned state's own score
     assert curve[-1] <= curve[0] and r.attrs["warnings"] == []
+    # without the refit, the documents' topic weights are those of the state returned too, not of the last
+    # sweep's: the same, to the bit, as a refine that ran only the sweeps up to that state
+    stopped = refine(tmp_path, model="k3", name="stopped", drawn_sweeps=0, refit="never")
+    ran = refine(tmp_path, model="k3", name="ran", drawn_sweeps=0, refit="never", tol=None,
+                 sweeps=stopped.attrs["returned_state"] - 1)
+    assert stopped.attrs["returned_state"] <= stopped.n_iter and ran.attrs["stopped"] == "sweeps"
+    np.testing.assert_array_equal(stopped.B, ran.B)
+    weights = [np.stack(read_parquet_dir(f"{open_model(str(tmp_path), m).url}/doc_topics").column("topics")
+                        .to_numpy(zero_copy_only=False)) for m in ("stopped", "ran")]
+    np.testing.assert_array_equal(*weights)
+    # a validation stop's state is at most PATIENCE + 1 sweeps older than the last: still among those kept
+    from jsmf_dask.pipeline.refine_sweeps import PATIENCE
+    from jsmf_dask.stages.refine import STATE_GENERATIONS
+
+    assert PATIENCE + 2 <= STATE_GENERATIONS
 
 
 @pytest.mark.parametrize("method", ["cvb0", "vb"])
