@@ -15,9 +15,9 @@ the scorer of ``evaluate``), so stopping by validation costs no extra pass;
 their scores reach the driver one per document (two states compared on the
 same documents give a paired error).
 The state stays out of the driver: each task reads its block's state from
-``<scratch>/gamma-<s mod 2>/`` and writes the new one to the other
-generation, so a task that runs twice (a worker died) reads the same input
-and writes the same output.
+``<scratch>/gamma-<s − 1 mod G>/`` and writes the new one to
+``gamma-<s mod G>`` (:data:`STATE_GENERATIONS` generations), so a task that
+runs twice (a worker died) reads the same input and writes the same output.
 
 Memory per task, O(N·K + rows of a block): the block's count matrix (its
 non-zeros), its ``γ`` (rows × K), the N×K ``exp(E[log β])`` and expected
