@@ -343,11 +343,13 @@ def refine(
         scored = run.total if refit_record else final  # the validation documents the curve scored
         heldout_scores = [math.exp(-ll / final.heldout_tokens) if final.heldout_tokens else math.nan
                           for ll in (final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0))]
+        advice = _what_to_try(method, alpha, validation, stored_validation, model)
         if final.heldout_tokens:
-            warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method, "held-out")
+            warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method, "held-out", advice)
         else:  # no held-out split: the validation documents (unseen by the start too; by the chosen state too,
             # whose score the curve ends with when refitted) tell the same
-            warning = _worse_than_start(validation_curve[0], validation_curve[-1], model, method, "validation")
+            warning = _worse_than_start(validation_curve[0], validation_curve[-1], model, method, "validation",
+                                        advice)
         # the bound entering sweep s+1 is the bound after sweep s; the last comes from the final pass
         after = [r.bound_per_word for r in records[1:]] + [final_bound]
         trace = {
@@ -463,13 +465,25 @@ def _nan_to_none(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _worse_than_start(start: float, final: float, model: str, method: str, which: str) -> str | None:
+def _worse_than_start(start: float, final: float, model: str, method: str, which: str, advice: str) -> str | None:
     """The warning to give when the refined topics' held-out (else validation) perplexity ends above the
     source model's by more than the stopping rule's resolution (:data:`IMPROVEMENT`, relative: a smaller change
-    is no measured difference). No choice of the fit depends on the held-out comparison, so those documents stay
-    unseen."""
+    is no measured difference), ending with ``advice`` (:func:`_what_to_try`). No choice of the fit depends on
+    the held-out comparison, so those documents stay unseen."""
     if math.isnan(start) or math.isnan(final) or final <= start * (1 + IMPROVEMENT):
         return None
     return (f"refine ({method}) ended with {which} perplexity {final:.1f}, above {start:.1f} of the topics of "
-            f"{model!r} it started from: the refined model is worse on unseen documents; try alpha='auto', "
-            f"fewer sweeps (--sweeps), another --method, or keep {model!r}")
+            f"{model!r} it started from: the refined model is worse on unseen documents; {advice}")
+
+
+def _what_to_try(method: str, alpha, validation: float, stored_validation: float | None, model: str) -> str:
+    """What a refine that ended worse than its start could change, leaving out what it already did: a learned
+    document prior, the validation stop (it chooses the sweeps; else fewer of them), the other method; or keep
+    the start."""
+    tries = [] if isinstance(alpha, str) else ["alpha='auto'"]
+    if not validation:
+        tries.append(f"the validation stop (validation={stored_validation})" if stored_validation else
+                     "validation documents to stop by (`jsmf cooccur --validation 0.05`, then refine)")
+        tries.append("fewer sweeps (--sweeps)")
+    tries.append(f"method='{'vb' if method == 'cvb0' else 'cvb0'}'")
+    return f"try {', '.join(tries)}, or keep {model!r}"

@@ -418,8 +418,28 @@ def test_a_refinement_worse_than_its_start_warns(plain_lda_root):
 
     with pytest.warns(ConvergenceWarning, match="held-out perplexity .* above .* of the topics of 'ap'"):
         r = refine(plain_lda_root, model="ap", sweeps=3, alpha=0.1, eta=500.0, name="smeared")
-    assert r.attrs["warnings"] and "try" in r.attrs["warnings"][0]
+    # what it could change, and nothing it already did: α was fixed, the validation stop ran
+    assert r.attrs["warnings"][0].endswith("try alpha='auto', method='vb', or keep 'ap'")
     assert open_model(plain_lda_root, "smeared").attrs["warnings"] == r.attrs["warnings"]
+
+
+def test_the_advice_of_a_worse_refinement_leaves_out_what_it_already_did():
+    """The warning's advice: a learned α unless it was learned; without the validation stop, that stop (the
+    store's fraction, or how to make one) and fewer sweeps; the other method; and keeping the start. The CLI
+    gives the same advice in flags."""
+    from jsmf_dask.cli import _cli_words
+    from jsmf_dask.pipeline.refine import _what_to_try
+
+    assert _what_to_try("cvb0", "auto", 0.05, 0.05, "ap") == "try method='vb', or keep 'ap'"
+    assert _what_to_try("vb", 0.1, 0.05, 0.05, "ap") == "try alpha='auto', method='cvb0', or keep 'ap'"
+    assert _what_to_try("vb", "auto", 0.0, 0.05, "k20-ap-cvb0") == (
+        "try the validation stop (validation=0.05), fewer sweeps (--sweeps), method='cvb0', or keep 'k20-ap-cvb0'")
+    assert _what_to_try("cvb0", 0.1, 0.0, None, "ap") == (
+        "try alpha='auto', validation documents to stop by (`jsmf cooccur --validation 0.05`, then refine), "
+        "fewer sweeps (--sweeps), method='vb', or keep 'ap'")
+    assert _cli_words(_what_to_try("vb", 0.1, 0.0, 0.05, "ap")) == (
+        "try --alpha auto, the validation stop (--validation 0.05), fewer sweeps (--sweeps), --method cvb0, "
+        "or keep 'ap'")
 
 
 def test_validation_the_store_did_not_leave_out_is_refused(lda_root, plain_lda_root):
