@@ -221,16 +221,13 @@ def connect(
         return
     cluster = _LocalClusterOnDemand(n_workers, memory_limit, on_dashboard if dashboard else None,
                                     auto=automatic, on_engine=on_engine)
-    try:
-        if lazy:
-            # a callable scheduler: the first graph computed starts the cluster
-            with dask.config.set(scheduler=cluster.get):
-                yield None
-        else:
-            with dask.config.set(scheduler="dask.distributed"):
-                yield cluster.start()
-    finally:
-        cluster.close()
+    # the cluster closes inside the block that set the scheduler: its client's own setting of it (made when it
+    # started, within the block) is undone first, and the block's last, to what it was before
+    with dask.config.set(scheduler=_OnDemandScheduler(cluster) if lazy else "dask.distributed"):
+        try:
+            yield None if lazy else cluster.start()
+        finally:
+            cluster.close()
 
 
 #: Seconds the command line lets an existing scheduler go without answering before it gives up
@@ -375,10 +372,27 @@ def check_worker_paths(client, paths: list[str]) -> None:
             "(deploy/README.md)")
 
 
+class _OnDemandScheduler:
+    """The dask scheduler of ``connect(lazy=True)``: a ``get`` that starts the LocalCluster on the first graph.
+
+    A nanny hands the command's dask config to each worker it starts or restarts (a worker that died, most
+    often under its memory limit), so this pickles, as the ``'dask.distributed'`` those workers use.
+    """
+
+    def __init__(self, cluster: _LocalClusterOnDemand) -> None:
+        self.cluster = cluster
+
+    def __call__(self, dsk, keys, **kwargs):
+        return self.cluster.get(dsk, keys, **kwargs)
+
+    def __reduce__(self):
+        return str, ("dask.distributed",)
+
+
 def _pending_owner() -> _LocalClusterOnDemand | None:
     """The LocalCluster-on-demand of an enclosing ``connect(lazy=True)``, if any."""
-    owner = getattr(dask.config.get("scheduler", None), "__self__", None)
-    return owner if isinstance(owner, _LocalClusterOnDemand) else None
+    scheduler = dask.config.get("scheduler", None)
+    return scheduler.cluster if isinstance(scheduler, _OnDemandScheduler) else None
 
 
 def start_pending_cluster():
@@ -446,8 +460,7 @@ class _LocalClusterOnDemand:
         # workers import distributed (which sets its loggers from dask's config) before anything else runs there
         level = logging.getLevelName(logging.getLogger("distributed").getEffectiveLevel())
         env["DASK_LOGGING__DISTRIBUTED"] = level.lower() if isinstance(level, str) else "info"
-        # the nannies hand this config to their workers: it must not hold the callable scheduler of lazy mode
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": env, "scheduler": "dask.distributed"}):
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
             cluster = self._stack.enter_context(LocalCluster(
                 n_workers=self.n_workers,
                 threads_per_worker=1,

@@ -592,3 +592,27 @@ def test_a_fat_task_that_ends_its_worker_is_one_line_with_figures(tmp_path, caps
     assert "ended the worker running it once (the last tcp://127.0.0.1:" in lines[0]
     assert "memory limit 1.00 GiB" in lines[0] and "--rectifier enn" in lines[0]
     assert not (root / "model.zarr" / "k3-ap").exists()
+
+
+
+@pytest.mark.slow
+def test_the_commands_own_cluster_restarts_a_dead_worker_and_leaves_dasks_config_as_it_was(caplog, monkeypatch):
+    """The LocalCluster a command starts on demand: its nannies restart a worker that died (memory, most often)
+    with the command's dask config, so the on-demand scheduler in it must pickle — as the 'dask.distributed' its
+    workers use (a bound method did not: a worker dying as the command ended was never restarted, and distributed
+    raised out of the cluster's close instead of the command's own error). And once the block ends, dask's
+    scheduler is what it was before (it was left pointing at the closed cluster, whose next graph would have
+    started a new one)."""
+    import pickle
+
+    import dask
+    from distributed import KilledWorker
+
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    before = dask.config.get("scheduler", None)
+    with connect("local", n_workers=1, dashboard=False, lazy=True):
+        assert pickle.loads(pickle.dumps(dask.config.get("scheduler"))) == "dask.distributed"
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}), pytest.raises(KilledWorker):
+            dask.delayed(os._exit, pure=False)(3).compute()  # ends its worker; the nanny restarts it as we close
+    assert dask.config.get("scheduler", None) == before
+    assert "Failed to restart" not in caplog.text and "Failed to start" not in caplog.text, caplog.text
