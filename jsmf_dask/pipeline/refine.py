@@ -50,8 +50,8 @@ from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
-from jsmf_dask.stages.refine import METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_candidates import choose, eta_text
+from jsmf_dask.stages.refine import METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_sweeps import (
     IMPROVEMENT,
     SweepRecord,

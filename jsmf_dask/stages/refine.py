@@ -89,16 +89,15 @@ class BlockSums:
     n_docs, n_tokens, iterations : int
     prior_sums : ndarray, shape (K + 1,), or None
         CVB0: Minka's statistics for ``α`` (see :class:`~jsmf_dask.kernels.collapsed.CVB0Result`).
-    valid_loglik : float
-        Log likelihood of the validation documents' scored halves (document completion).
-    valid_tokens, valid_docs : int
-    valid_doc_loglik, valid_doc_tokens : ndarray, shape (valid_docs,), or None
-        The same per scored validation document, in block order (every sweep lists the same documents in the
-        same order: two states' scores pair document by document, :func:`jsmf_dask.kernels.model_selection.paired_gap`).
     heldout_loglik : ndarray, shape (2,), or None
         Last pass only: the held-out documents' completion log likelihood under
         the final topics and under the start's (the source model's ``B`` and document prior).
     heldout_tokens : int
+    valid_doc_loglik, valid_doc_tokens : ndarray, shape (valid_docs,), or None
+        Each scored validation document's log likelihood of its scored half (document completion) and
+        that half's tokens, in block order (every sweep lists the same documents in the same order: two
+        states' scores pair document by document, :func:`jsmf_dask.kernels.model_selection.paired_gap`);
+        :attr:`valid_loglik`, :attr:`valid_tokens` and :attr:`valid_docs` are their totals.
     """
 
     counts: np.ndarray | None
@@ -108,13 +107,25 @@ class BlockSums:
     n_tokens: int
     iterations: int
     prior_sums: np.ndarray | None = None
-    valid_loglik: float = 0.0
-    valid_tokens: int = 0
-    valid_docs: int = 0
     heldout_loglik: np.ndarray | None = None
     heldout_tokens: int = 0
     valid_doc_loglik: np.ndarray | None = None
     valid_doc_tokens: np.ndarray | None = None
+
+    @property
+    def valid_loglik(self) -> float:
+        """The validation documents' log likelihood (their scored halves)."""
+        return 0.0 if self.valid_doc_loglik is None else float(self.valid_doc_loglik.sum())
+
+    @property
+    def valid_tokens(self) -> int:
+        """The validation documents' scored tokens."""
+        return 0 if self.valid_doc_tokens is None else int(round(self.valid_doc_tokens.sum()))
+
+    @property
+    def valid_docs(self) -> int:
+        """The validation documents scored."""
+        return 0 if self.valid_doc_loglik is None else self.valid_doc_loglik.size
 
 
 #: Generations of the documents' states a refine's scratch keeps (sweep ``s`` writes ``gamma-<s mod this>``):
@@ -221,8 +232,7 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, share
     save_array(_gamma_url(state_out, index), new_state)
     ll, n_valid_tokens = (_scores(prepared.valid_observed, prepared.valid_scored, topics, params.alpha)
                           if prepared.n_valid else (np.zeros(0), np.zeros(0)))
-    return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, float(ll.sum()),
-                     int(round(n_valid_tokens.sum())), prepared.n_valid, valid_doc_loglik=ll,
+    return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, valid_doc_loglik=ll,
                      valid_doc_tokens=n_valid_tokens)
 
 
@@ -248,8 +258,7 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
     final_ll, n_held_tokens = _validate(held, topics, params.alpha)
     start_ll, _ = _validate(held, *start)
     return BlockSums(None, expected_topic_topic(gamma, params.alpha), bound, X.shape[0], int(lengths.sum()), 0,
-                     None, float(ll.sum()), int(round(n_valid_tokens.sum())), ll.size,
-                     np.array([final_ll.sum(), start_ll.sum()]), int(round(n_held_tokens.sum())),
+                     None, np.array([final_ll.sum(), start_ll.sum()]), int(round(n_held_tokens.sum())),
                      valid_doc_loglik=ll, valid_doc_tokens=n_valid_tokens)
 
 
@@ -264,10 +273,8 @@ def _add(*parts: BlockSums) -> BlockSums:
 
     return BlockSums(total("counts"), total("topic_topic"), float(sum(p.bound for p in parts)),
                      sum(p.n_docs for p in parts), sum(p.n_tokens for p in parts),
-                     sum(p.iterations for p in parts), total("prior_sums"),
-                     float(sum(p.valid_loglik for p in parts)), sum(p.valid_tokens for p in parts),
-                     sum(p.valid_docs for p in parts), total("heldout_loglik"), sum(p.heldout_tokens for p in parts),
-                     joined("valid_doc_loglik"), joined("valid_doc_tokens"))
+                     sum(p.iterations for p in parts), total("prior_sums"), total("heldout_loglik"),
+                     sum(p.heldout_tokens for p in parts), joined("valid_doc_loglik"), joined("valid_doc_tokens"))
 
 
 def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -> dask.delayed:
