@@ -106,7 +106,7 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
     if (chosen := choice_line(result.attrs)) is not None:
         score += f"; {chosen}"
     if result.attrs.get("refit"):
-        score += (f"; then {result.attrs['refit']['sweeps']} sweep(s) again from the start with the validation "
+        score += (f"; then {result.attrs['refit']['sweeps']} sweep(s) on from it with the validation "
                   "documents in training (refit)")
     head = [f"model {result.name}: {result.B.shape[1]} topics refined from {result.source} by {result.n_iter} "
             f"sweep(s) of {result.attrs['params']['method']} (stopped by {result.attrs['stopped']}; {score}); "

@@ -287,7 +287,7 @@ PARAMETERS: tuple[Parameter, ...] = (
               low_open=True, metavar="auto|FLOAT[,FLOAT...]", estimator="topic_word_prior"),
     Parameter("refine", "inner_iterations", "int", 3, "updates per document and sweep at most", low=1, metavar="I"),
     Parameter("refine", "refit", "choice", "auto",
-              "once the validation documents have chosen the sweeps, run that many again from the same start on "
+              "once the validation documents have chosen a state, a few soft sweeps (5 at most) on from it on "
               "the training and validation documents together (held-out ones stay unseen): always, never, or "
               "auto (below 2,500 training documents, where the extra documents measurably help); without held-out "
               "documents, the start is checked against the state the validation documents chose, before the refit",

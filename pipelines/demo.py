@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
           f"final eigen-residual {model.attrs['final_eig_residual']:.1e})")
     print("\n".join(model.lines(12)))
     refit = refined.attrs.get("refit")
-    again = f", then {refit['sweeps']} again with the validation papers in training" if refit else ""
+    again = f", then {refit['sweeps']} more with the validation papers in training" if refit else ""
     if (chosen := choice_line(refined.attrs)) is not None:  # soft sweeps alone, or drawn ones first
         again = f"{again}; {chosen}"
     print(f"== refined topics ({refined.n_iter} sweeps{again}, {refine_seconds:.0f} s; top-10 words gained +[...] "

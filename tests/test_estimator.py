@@ -184,7 +184,7 @@ def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     assert loaded.provenance_ == fitted.provenance_ == {"input": "count matrix", "n_documents": 1500,
                                                         "n_tokens": int(counts.sum())}
     assert loaded.score(counts[:100]) == pytest.approx(fitted.score(counts[:100]), rel=1e-12)
-    # 1,500 documents: the refinement ran its chosen sweeps again with the validation documents (the refit)
+    # 1,500 documents: the refinement went on from its chosen state with the validation documents (the refit)
     assert fitted.refit_["sweeps"] >= 1 and fitted.refit_["n_docs"] > 1400 and loaded.refit_ == fitted.refit_
     with pytest.raises(StoreError, match="exists"):
         fitted.save(tmp_path / "model")

@@ -94,8 +94,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     validation_fraction : float, default=0.05
         Documents (by the hash of their row number) left out of ``C`` and of the
         refinement's sweeps, scored each sweep; refinement stops when they stop
-        improving and then, below 2,500 documents, runs the sweeps it chose
-        again with them in training (``refine``'s refit). 0: no validation
+        improving and then, below 2,500 documents, runs a few sweeps on from
+        the state they chose with them in training (``refine``'s refit). 0: no validation
         documents (refinement runs ``refine_sweeps`` or stops by its tolerance).
     random_state : int or None, default=0
         Seed of the eigensolver's start block and DC's permutations (None: 0;
@@ -129,7 +129,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     n_iter_ : int
         Passes over the documents of the refinement; AP/ENN cycles without refinement.
     refit_ : dict or None
-        When the refinement ran its chosen sweeps again with the validation documents in training
+        When the refinement went on from its chosen state with the validation documents in training
         (``refine``'s refit, below 2,500 training documents): ``{"sweeps", "n_docs", "seconds"}``; else None.
         ``refine_history_`` and ``n_iter_`` describe the run that chose the sweeps.
     drawn_sweeps_ : int or None

@@ -241,7 +241,7 @@ MODEL_LAYOUT: dict[str, Any] = {
         "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
         "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto', chosen among "
                "candidates with a list)",
-        "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run and its refit)",
+        "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run; its refit draws none)",
         "candidates": "refined models that chose among (eta, drawn sweeps) candidates: [{eta, drawn_sweeps, "
                       "validation_perplexity, sweeps, returned_state, gain, gain_se}] of each one's run: its best "
                       "validation perplexity, the state it would return (1: its start), and its validation log likelihood per token minus the best soft candidate's, with "
@@ -250,8 +250,8 @@ MODEL_LAYOUT: dict[str, Any] = {
                       "one was kept unless its gain was below minus DRAWN_MARGIN_SE errors; or null",
         "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "
                                "choose when to stop)",
-        "refit": "refined models: {sweeps, n_docs, seconds} of the refit (the chosen sweeps run again from the "
-                 "start on the training and validation documents), or null",
+        "refit": "refined models: {sweeps, n_docs, seconds} of the refit (soft sweeps on from the chosen state "
+                 "on the training and validation documents), or null",
         "validation": "refined models: {n_docs, n_tokens, sample, start_perplexity, final_perplexity} of the "
                       "validation documents scored (a sample of that fraction of them, by id)",
         "heldout": "refined models: {n_tokens, start_perplexity, final_perplexity} of the held-out documents under "

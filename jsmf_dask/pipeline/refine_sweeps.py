@@ -3,7 +3,8 @@
 Each sweep is one pass over the Parquet row groups (:mod:`jsmf_dask.stages.refine`) whose tree sum is the
 next word–topic counts ``W``; between sweeps the driver updates learned priors (Minka's fixed points) and
 checks the stops (``tol``, the validation documents' perplexity). :func:`run_sweeps` runs the loop twice
-in a refine with a refit: once to choose the sweeps, once on the training and validation documents;
+in a refine with a refit: once to choose a state, then a few sweeps on from it on the training and
+validation documents;
 :func:`run_together` runs several candidates' loops in lockstep, each step's sweeps computed together (a
 small corpus's sweep is a task or two: together they keep every core busy).
 """
@@ -48,7 +49,7 @@ class SweepRecord:
     alpha_sum: float  # α₀ used in this sweep
     eta: float  # η used in this sweep
     topics: np.ndarray | None = None  # B after this sweep, N×K
-    phase: str = "refine"  # or 'refit': the chosen sweeps again, with the validation documents in training
+    phase: str = "refine"  # or 'refit': on from the chosen state, with the validation documents in training
     drawn: bool = False  # its counts were drawn from the responsibilities (refine's ``drawn_sweeps``)
     candidate: str = ""  # which of several candidates run together ('eta 0.05, 20 drawn'), else empty
 
@@ -121,7 +122,7 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     validation documents stop improving (then returns the best state they saw). ``alpha``, ``eta``: refine's
     own (``'auto'`` learns that prior between sweeps). The first ``drawn`` sweeps (CVB0) add counts drawn from
     the responsibilities instead of their expectations (seeded by the document and the sweep's number in this
-    run, so a refit draws what the choosing run drew for the same document); the stops apply after them, to the
+    run: the same draws on any cluster); the stops apply after them, to the
     states from the drawn phase's last on (the validation stop's patience counts from there too), and the state
     returned is the start or one of those."""
     method = params.method

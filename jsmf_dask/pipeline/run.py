@@ -159,7 +159,7 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
         def refine_action(kwargs=kwargs) -> list[str]:
             result = refine(root, overwrite=True, on_sweep=on_sweep, **kwargs)
             refit = result.attrs.get("refit")
-            again = f", then {refit['sweeps']} again with the validation documents in training (refit)" if refit else ""
+            again = f", then {refit['sweeps']} more with the validation documents in training (refit)" if refit else ""
             if (chosen := choice_line(result.attrs)) is not None:
                 again += f"; {chosen}"
             return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s){again}",

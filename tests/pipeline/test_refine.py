@@ -12,7 +12,7 @@ from jsmf_dask import cooccur, evaluate, fit, infer, open_cooccurrence, open_mod
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.kernels.metrics import match_topics
 from jsmf_dask.pipeline.infer import read_doc_topics
-from jsmf_dask.pipeline.refine import refine
+from jsmf_dask.pipeline.refine import REFIT_SWEEPS, refine
 from jsmf_dask.pipeline.refine_candidates import choice_line
 from jsmf_dask.pipeline.synth import read_truth
 from tests.conftest import listing
@@ -291,39 +291,51 @@ def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     assert m.attrs["warnings"] == []
 
 
-def test_refit_runs_the_chosen_sweeps_again_with_the_validation_documents(plain_lda_root, monkeypatch):
-    """After the validation stop, the default refits: the chosen number of sweeps from the same start on the
-    training and validation documents together — the very model refine trains on all of them for that many
-    sweeps — while the held-out documents stay unseen."""
+def test_refit_goes_on_from_the_chosen_state_with_the_validation_documents(plain_lda_root, monkeypatch):
+    """After the validation stop, the default refits: a few soft sweeps on from the state the validation
+    documents chose (its counts and its learned α), on the training and validation documents together, while
+    the held-out documents stay unseen."""
     import jsmf_dask.pipeline.refine as refine_module
 
     store = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs
     held, valid = store["n_docs_heldout"], store["n_docs_validation"]
-    seen = []
+    seen, calls = [], []
+    run_sweeps = refine_module.run_sweeps
+
+    def recorded(prepared, params, counts, scratch, **kwargs):
+        calls.append((params, counts.copy(), kwargs))
+        return run_sweeps(prepared, params, counts, scratch, **kwargs)
+
+    monkeypatch.setattr(refine_module, "run_sweeps", recorded)
     monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 5000)  # 4,250-odd training documents: auto refits
+    monkeypatch.setattr(refine_module, "REFIT_SWEEPS", 2)
     r = refine(plain_lda_root, model="ap", name="refitted", on_sweep=seen.append, drawn_sweeps=0)
     chosen = r.attrs["returned_state"] - 1
+    assert r.attrs["stopped"] == "validation" and chosen >= 2  # so that REFIT_SWEEPS, not the chosen state, caps
     # progress: every sweep of both runs, the refit's named so
-    assert [rec.phase for rec in seen] == ["refine"] * r.n_iter + ["refit"] * chosen
-    assert seen[-1].line().startswith(f"refit sweep {chosen}/{chosen}: relative change")
-    assert r.attrs["stopped"] == "validation" and chosen >= 1
-    assert r.attrs["refit"]["sweeps"] == chosen and r.attrs["params"]["refit"] == "auto"
+    assert [rec.phase for rec in seen] == ["refine"] * r.n_iter + ["refit"] * 2
+    assert seen[-1].line().startswith("refit sweep 2/2: relative change")
+    assert r.attrs["refit"]["sweeps"] == 2 and r.attrs["params"]["refit"] == "auto"
     assert r.attrs["training"]["n_docs"] == r.attrs["refit"]["n_docs"] == 5000 - held
-    assert r.attrs["validation"]["n_docs"] == valid  # they chose the sweeps
+    assert r.attrs["validation"]["n_docs"] == valid  # they chose the state
     curve = open_model(plain_lda_root, "refitted").trace["validation_perplexity"]
     assert curve[-1] == curve[:-1].min()  # the chosen state's score, not one of documents it then trained on
     import pyarrow.dataset as ds
 
     doc_topics = ds.dataset(str(plain_lda_root / "model.zarr" / "refitted" / "doc_topics"), format="parquet")
     assert doc_topics.count_rows() == 5000 - held  # every document but the held-out ones has its weights
-    same = refine(plain_lda_root, model="ap", validation=0, sweeps=chosen, tol=None, refit="never", name="all-docs")
-    np.testing.assert_allclose(r.B, same.B, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(open_model(plain_lda_root, "refitted").arrays["alpha"],
-                               open_model(plain_lda_root, "all-docs").arrays["alpha"], rtol=1e-12)
-    # 'never' keeps the validation documents out; 'auto' does too above REFIT_MAX_DOCS training documents
+    # 'never' returns the chosen state itself: the refit started from its counts and its α, every document in
     never = refine(plain_lda_root, model="ap", refit="never", name="not-refitted", drawn_sweeps=0)
     assert never.attrs["refit"] is None and never.attrs["training"]["n_docs"] == 5000 - held - valid
-    assert never.attrs["returned_state"] == r.attrs["returned_state"]  # the same choice of sweeps
+    assert never.attrs["returned_state"] == r.attrs["returned_state"]  # the same choice of state
+    ((params, counts, kwargs),) = [c for c in calls if c[2].get("phase") == "refit"]
+    stored = open_model(plain_lda_root, "not-refitted")
+    np.testing.assert_allclose(counts, stored.group["lambda"][...] - stored.attrs["eta"], rtol=1e-12, atol=1e-9)
+    np.testing.assert_array_equal(params.alpha, stored.arrays["alpha"])
+    assert params.split.validation == 0.0 and params.split.heldout == r.attrs["heldout_fraction"] > 0
+    assert kwargs["sweeps"] == 2 and kwargs.get("drawn", 0) == 0 and not kwargs["stop_by_validation"]
+    assert np.abs(r.B - never.B).max() > 1e-6  # and it moved: the validation documents trained
+    # 'auto' does not refit above REFIT_MAX_DOCS training documents
     monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 4000)
     assert refine(plain_lda_root, model="ap", name="large", overwrite=True).attrs["refit"] is None
     assert refine(plain_lda_root, model="ap", name="large", refit="always", overwrite=True).attrs["refit"]
@@ -341,7 +353,7 @@ def test_refit_without_a_heldout_split_is_checked_by_the_chosen_state(tmp_path):
         r = refine(tmp_path, model="ap", name="refitted", drawn_sweeps=0)
     chosen = r.attrs["returned_state"] - 1
     assert r.attrs["heldout"]["n_tokens"] == 0 and r.attrs["stopped"] == "validation" and chosen >= 1
-    assert r.attrs["refit"]["sweeps"] == chosen
+    assert r.attrs["refit"]["sweeps"] == min(chosen, REFIT_SWEEPS)
     assert r.attrs["training"]["n_docs"] == r.attrs["refit"]["n_docs"] == 2000  # the validation documents too
     curve = open_model(tmp_path, "refitted").trace["validation_perplexity"]
     assert r.attrs["validation"]["final_perplexity"] == curve[-1] == curve[:-1].min()
@@ -356,7 +368,7 @@ def test_cli_refine_says_it_refitted(plain_lda_root, capsys):
             "--quiet"]
     assert main([*argv, "--refit", "always"]) == 0
     chosen = open_model(plain_lda_root, "cli-refit").attrs["refit"]["sweeps"]
-    assert f"then {chosen} sweep(s) again from the start with the validation documents in training (refit)" \
+    assert f"then {chosen} sweep(s) on from it with the validation documents in training (refit)" \
         in capsys.readouterr().out
     assert main([*argv[:5], "cli-never", *argv[6:], "--refit", "never"]) == 0
     assert "(refit)" not in capsys.readouterr().out
@@ -622,18 +634,20 @@ def test_a_start_whose_A_leaves_topics_without_mass_keeps_every_topic(lda_root):
 
 def test_drawn_sweeps_come_first_and_the_model_is_a_soft_state_after_them(plain_lda_root, monkeypatch):
     """The first drawn_sweeps sweeps draw their counts (whole tokens, so W is whole where the corpus is); the
-    stop and the state returned count from the last of them: a drawn state is never the model. The refit
-    (forced here) draws the same sweeps again with the same seeds: run twice, the model is the same bit for bit,
-    and it differs from the soft-only refine of the same start."""
+    stop and the state returned count from the last of them: a drawn state is never the model, and the refit
+    (forced here) goes on from it by soft sweeps. Run twice, the model is the same bit for bit (the draws are
+    seeded), and it differs from the soft-only refine of the same start."""
     import jsmf_dask.pipeline.refine as refine_module
 
     monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 5000)
     seen = []
     r = refine(plain_lda_root, model="ap", name="drawn", drawn_sweeps=3, sweeps=12, on_sweep=seen.append)
     chosen = r.attrs["returned_state"] - 1
-    assert [rec.drawn for rec in seen] == [True] * 3 + [False] * (r.n_iter - 3) + [True] * 3 + [False] * (chosen - 3)
+    again_sweeps = min(chosen, REFIT_SWEEPS)
+    assert [rec.drawn for rec in seen] == [True] * 3 + [False] * (r.n_iter - 3) + [False] * again_sweeps
+    assert [rec.phase for rec in seen].count("refit") == again_sweeps == r.attrs["refit"]["sweeps"]
     assert "(drawn counts)" in seen[0].line() and "(drawn counts)" not in seen[3].line()
-    assert r.attrs["params"]["drawn_sweeps"] == 3 and r.attrs["refit"]["sweeps"] == chosen
+    assert r.attrs["params"]["drawn_sweeps"] == 3 == r.attrs["drawn_sweeps"]
     assert chosen >= 3 + 1  # at least one soft sweep after the drawn ones
     curve = r.trace["validation_perplexity"]
     # chosen among the start and the states from the last drawn sweep on (here one of the latter)

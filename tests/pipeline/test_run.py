@@ -123,7 +123,7 @@ def test_fit_and_refine_stages_report_their_cycles_and_sweeps(tmp_path, capsys):
     chosen = refined.attrs["refit"]["sweeps"]
     assert [s.phase for s in sweeps] == ["refine"] * refined.attrs["n_iter"] + ["refit"] * chosen
     line = next(o for o in outcomes if o.stage == "refine-k5-ap-cvb0").lines[0]
-    assert line.endswith(f"by {refined.attrs['n_iter']} sweep(s), then {chosen} again with the validation "
+    assert line.endswith(f"by {refined.attrs['n_iter']} sweep(s), then {chosen} more with the validation "
                          "documents in training (refit)")
     capsys.readouterr()
     assert main(["run", str(config), "--scheduler", "synchronous", "--force"]) == 0
