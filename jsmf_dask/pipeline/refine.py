@@ -194,8 +194,8 @@ def refine(
     refit : {'auto', 'always', 'never'}, default='auto'
         Once the validation documents have chosen a state, run up to
         :data:`REFIT_SWEEPS` soft sweeps on from it (no more than it is from the
-        start) on the training and validation documents together, so the
-        model learns from them too. The held-out documents stay unseen and
+        start) on the training and validation documents together, under its
+        priors, so the model learns from them too. The held-out documents stay unseen and
         check the result against the start; without a held-out split, the
         validation documents' scores of the start and of the chosen state
         (before the refit) do. ``'auto'``: below :data:`REFIT_MAX_DOCS` training
@@ -308,13 +308,14 @@ def refine(
         refit_record = None
         if _refits(refit, validation, chosen_sweeps, n_rows * (1.0 - heldout - validation)):
             # the validation documents chose this state; now they train too: a few soft sweeps on from it, on
-            # the training and validation documents together (its priors go on learning as they did)
+            # the training and validation documents together, under its priors (fixed: learning α again as the
+            # documents' states restart in the first sweep would move it away from the one chosen)
             t0 = time.perf_counter()
             _, everyone = start(DocumentSplit(heldout, 0.0), eta_chosen)
-            everyone = replace(everyone, alpha=params.alpha, eta=params.eta)
+            everyone = replace(everyone, alpha=params.alpha, eta=params.eta, learn_alpha=False)
             again_sweeps = min(REFIT_SWEEPS, chosen_sweeps)
             with prepared_blocks(blocks, everyone, corpus_nnz(corpus)) as prepared:
-                again = run_sweeps(prepared, everyone, counts, scratch, alpha=alpha, eta=eta_chosen,
+                again = run_sweeps(prepared, everyone, counts, scratch, alpha=None, eta=params.eta,
                                    sweeps=again_sweeps, tol=None, stop_by_validation=False,
                                    first=len(records) + 1, phase="refit", on_sweep=on_sweep)
             counts, params = again.counts, again.params
@@ -427,11 +428,12 @@ def refine(
 REFIT_MAX_DOCS = 2500
 
 #: The refit's soft sweeps at most (fewer when the chosen state is fewer sweeps from the start), on from the state
-#: the validation documents chose. Measured (session 24, benchmarks README) against running the chosen sweeps again
-#: from the start, on the four real corpora at K 20 and 50, held out, ± the paired error: NIPS papers +0.02% ± 0.05%
-#: / −0.09% ± 0.08%, NIPS bag of words +0.02% ± 0.06% / −0.14% ± 0.12%, MovieLens +0.09% ± 0.22% / +0.20% ± 0.30%,
-#: Reuters −0.08% / −0.38% (± 0.6%), for 35–50% less of refine's time; 1, 2 and 3 sweeps kept less of the gain
-#: on the NIPS papers and MovieLens K 20, and 10 went past it (MovieLens K 50 +0.47%).
+#: the validation documents chose, under its priors. Measured (session 24, benchmarks README) against running the
+#: chosen sweeps again from the start, on the four real corpora at K 20 and 50, held out, ± the paired error: NIPS
+#: papers +0.04% ± 0.05% / −0.07% ± 0.08%, NIPS bag of words +0.03% ± 0.06% / −0.13% ± 0.12%, MovieLens +0.08% ±
+#: 0.22% / +0.18% ± 0.30%, Reuters −0.10% / −0.32% (± 0.6%), for about half of refine's time; 1, 2 and 3 sweeps
+#: (with α learned) kept less of the gain on the NIPS papers and MovieLens K 20, and 10 went past it (MovieLens
+#: K 50 +0.47%).
 REFIT_SWEEPS = 5
 
 

@@ -120,7 +120,7 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     Up to ``sweeps`` sweeps from ``counts``: the documents' states go to ``gamma_dir(scratch, first + i)``
     (the first sweep starts every document afresh). Stops on ``tol`` and, with ``stop_by_validation``, when the
     validation documents stop improving (then returns the best state they saw). ``alpha``, ``eta``: refine's
-    own (``'auto'`` learns that prior between sweeps). The first ``drawn`` sweeps (CVB0) add counts drawn from
+    own (``'auto'`` learns that prior between sweeps; anything else keeps ``params``' value of it). The first ``drawn`` sweeps (CVB0) add counts drawn from
     the responsibilities instead of their expectations (seeded by the document and the sweep's number in this
     run: the same draws on any cluster); the stops apply after them, to the
     states from the drawn phase's last on (the validation stop's patience counts from there too), and the state

@@ -293,8 +293,8 @@ def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
 
 def test_refit_goes_on_from_the_chosen_state_with_the_validation_documents(plain_lda_root, monkeypatch):
     """After the validation stop, the default refits: a few soft sweeps on from the state the validation
-    documents chose (its counts and its learned α), on the training and validation documents together, while
-    the held-out documents stay unseen."""
+    documents chose (its counts, under its learned α, fixed), on the training and validation documents
+    together, while the held-out documents stay unseen."""
     import jsmf_dask.pipeline.refine as refine_module
 
     store = open_cooccurrence(str(plain_lda_root / "cooc.zarr")).attrs
@@ -332,6 +332,8 @@ def test_refit_goes_on_from_the_chosen_state_with_the_validation_documents(plain
     stored = open_model(plain_lda_root, "not-refitted")
     np.testing.assert_allclose(counts, stored.group["lambda"][...] - stored.attrs["eta"], rtol=1e-12, atol=1e-9)
     np.testing.assert_array_equal(params.alpha, stored.arrays["alpha"])
+    assert not params.learn_alpha  # under the chosen state's priors, fixed: the model keeps the α they chose
+    np.testing.assert_array_equal(open_model(plain_lda_root, "refitted").arrays["alpha"], stored.arrays["alpha"])
     assert params.split.validation == 0.0 and params.split.heldout == r.attrs["heldout_fraction"] > 0
     assert kwargs["sweeps"] == 2 and kwargs.get("drawn", 0) == 0 and not kwargs["stop_by_validation"]
     assert np.abs(r.B - never.B).max() > 1e-6  # and it moved: the validation documents trained
