@@ -311,8 +311,7 @@ def refine(
             # the training and validation documents together, under its priors (fixed: learning α again as the
             # documents' states restart in the first sweep would move it away from the one chosen)
             t0 = time.perf_counter()
-            _, everyone = start(DocumentSplit(heldout, 0.0), eta_chosen)
-            everyone = replace(everyone, alpha=params.alpha, eta=params.eta, learn_alpha=False)
+            everyone = replace(params, split=DocumentSplit(heldout, 0.0), learn_alpha=False)
             again_sweeps = min(REFIT_SWEEPS, chosen_sweeps)
             with prepared_blocks(blocks, everyone, corpus_nnz(corpus)) as prepared:
                 again = run_sweeps(prepared, everyone, counts, scratch, alpha=None, eta=params.eta,
