@@ -363,7 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "topics",
         help="input -> refined topics in one command (ingest, cooccur, fit, refine on one root; resumable)",
         description="Run ingest, cooccur (5% of the documents kept for refine's validation stop), fit (AP, "
-        "with the cycles of a fit that refine follows) and refine (CVB0) on ROOT, as four commands would, and "
+        "with the cycles and the anchor vocabulary of a fit that refine follows: --anchor-words auto) and refine "
+        "(CVB0) on ROOT, as four commands would, and "
         "print the refined topics. Rerun, it skips every stage whose inputs and parameters are unchanged "
         "(like `jsmf run`).",
     )

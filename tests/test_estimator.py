@@ -109,6 +109,22 @@ def test_fit_on_counts_equals_the_ingested_run_root(counts, tmp_path):
     np.testing.assert_allclose(blocks.components_, from_matrix.components_, rtol=0, atol=1e-6)
 
 
+def test_a_refined_fit_rectifies_the_anchor_words_and_a_spectral_one_every_word(counts, tmp_path, monkeypatch):
+    from jsmf_dask import open_model, parameters
+
+    monkeypatch.setattr(parameters, "AUTO_ANCHOR_WORDS_MIN", 30)  # below the 60 words (1000 by default)
+    monkeypatch.setattr(parameters, "AUTO_ANCHOR_WORDS_PER_TOPIC", 5)
+    docs = [dict(zip(counts.indices[a:b].tolist(), counts.data[a:b].tolist()))
+            for a, b in zip(counts.indptr[:-1], counts.indptr[1:])]
+    ingest(tmp_path / "root", [str(write_uci(tmp_path, docs, [f"w{i:02d}" for i in range(60)], name="lda"))],
+           min_doc_tokens=1, min_doc_words=1)
+    cooccur(tmp_path / "root")
+    RectifiedAnchorWords(4, min_anchor_df=0, refine_sweeps=2).fit_root(tmp_path / "root")
+    assert open_model(tmp_path / "root", "k4-ap").attrs["anchor_words"]["n"] == 30
+    RectifiedAnchorWords(4, min_anchor_df=0, refine=None).fit_root(tmp_path / "root", name="spectral")
+    assert "anchor_words" not in open_model(tmp_path / "root", "spectral").attrs
+
+
 def test_the_checks_properties_on_a_corpus_with_topics(counts, fitted):
     """What CANNOT_APPLY's checks test, on a corpus that has four topics."""
     from sklearn.utils.validation import check_is_fitted

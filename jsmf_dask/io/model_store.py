@@ -33,7 +33,7 @@ __all__ = ["low_rank_rectified", "stored_rectified", "model_path", "topics_path"
 
 _CONFIG = {"write_empty_chunks": True}
 SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective", "alpha",
-         "rectified_diagonal")
+         "rectified_diagonal", "anchor_words")
 
 
 def model_path(root: str, name: str) -> str:
@@ -86,7 +86,8 @@ class FittedModel:
     root: str
 
     def rectified_C(self) -> np.ndarray:
-        """The rectified C as a dense N×N array, whichever form the store keeps (loads N² floats: small N only)."""
+        """The rectified C as a dense N×N array, whichever form the store keeps (loads N² floats: small N only);
+        of a model fitted on an anchor vocabulary, the n×n block of those words (``arrays['anchor_words']``)."""
         if "correction" in self.group:
             U, s, (rows, cols, values) = low_rank_rectified(self)
             C = (U * s) @ U.T

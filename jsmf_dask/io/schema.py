@@ -191,7 +191,13 @@ MODEL_LAYOUT: dict[str, Any] = {
                             "meaning": "the Baseline's argmin ||C - BAB^T||_F (may be negative)"},
         "weights": {"dtype": "float64", "shape": ["N", "K"], "meaning": "p(topic | word)"},
         "objective": {"dtype": "float64", "shape": ["N"], "meaning": "per-word squared residual of recovery"},
-        "p_word": {"dtype": "float64", "shape": ["N"], "meaning": "row sums of the rectified C"},
+        "p_word": {"dtype": "float64", "shape": ["N"], "meaning": "row sums of the rectified C (fitted on an "
+                                                                  "anchor vocabulary: of cooc.zarr's C, divided by "
+                                                                  "its sum)"},
+        "anchor_words": {"dtype": "int64", "shape": ["n"],
+                         "meaning": "models fitted on an anchor vocabulary (fit --anchor-words n): its words, "
+                                    "sorted; Y, eigenvalues and correction/* are then their n x n block's rectified "
+                                    "C, and every word's weights were recovered against these words' columns"},
         "Y": {"dtype": "float64", "shape": ["N", "K"],
               "meaning": "AP and ENN: the eigenvectors of the rectified C's low-rank factor; DC and none: the top-K "
                          "eigenvectors of the rectified C"},
@@ -232,6 +238,8 @@ MODEL_LAYOUT: dict[str, Any] = {
         "heldout_fraction": "float: the documents held out of training (see cooc.zarr); evaluate scores "
                             "held-out perplexity only on fractions up to this",
         "low_rank": "AP and ENN models: {shift, correction_nnz, correction_sum, form} of the low-rank rectified C",
+        "anchor_words": "models fitted on an anchor vocabulary: {n, chosen_by ('tf-idf'), block_mass "
+                        "(the block's share of C's sum)}",
         "rectified": "DC and none (Baseline) models: {form, scale}: the rectified C is cooc.zarr's C / scale (DC: "
                      "with rectified_diagonal), read from the store while its provenance equals attrs.cooccurrence "
                      "(after cooccur --update or a rebuild, refit)",

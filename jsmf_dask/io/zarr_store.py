@@ -38,6 +38,7 @@ __all__ = [
     "read_tile",
     "read_entries",
     "read_checked_C",
+    "read_checked_columns",
     "sharing_C",
     "check_entries",
     "stored_eigenpairs",
@@ -300,6 +301,31 @@ def _read_checked_C(cooc_url: str) -> np.ndarray:
     if not (np.isfinite(lo) and np.isfinite(hi) and lo >= 0):
         check_entries(cooc_url, np.isfinite(C).all(axis=1), C.min(axis=1))
     return C
+
+
+def read_checked_columns(cooc_url: str, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Columns ``columns`` of the store's dense C (N × len(columns)) and C's row sums (N), read block of rows by
+    block and checked as :func:`read_checked_C` checks C: memory O(N · len(columns)) besides one block.
+
+    Parameters
+    ----------
+    cooc_url : str
+    columns : ndarray of int
+        Sorted column indices.
+    """
+    C = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"]
+    n = C.shape[0]
+    step = max(1, C.chunks[0])
+    slab, sums = np.empty((n, columns.size)), np.empty(n)
+    finite, row_min = np.empty(n, dtype=bool), np.empty(n)
+    for r0 in range(0, n, step):
+        rows = C[r0 : r0 + step, :]
+        finite[r0 : r0 + step] = np.isfinite(rows).all(axis=1)
+        row_min[r0 : r0 + step] = rows.min(axis=1, initial=0.0)
+        sums[r0 : r0 + step] = rows.sum(axis=1)
+        slab[r0 : r0 + step] = rows[:, columns]
+    check_entries(cooc_url, finite, row_min)
+    return slab, sums
 
 
 def stored_eigenpairs(cooc_url: str, k: int) -> tuple[np.ndarray, np.ndarray, float] | None:

@@ -304,7 +304,8 @@ class Recovered:
 
 
 def recovered_topics(weights: np.ndarray, objective: np.ndarray, p: np.ndarray, C_SS: np.ndarray,
-                     anchors: np.ndarray, pinv_times_C: Callable[[np.ndarray], np.ndarray]) -> Recovered:
+                     anchors: np.ndarray, pinv_times_C: Callable[[np.ndarray], np.ndarray], *,
+                     words: np.ndarray | None = None) -> Recovered:
     """The one place B, A and the least-squares A are formed from every word's recovery weights.
 
     Parameters
@@ -320,6 +321,12 @@ def recovered_topics(weights: np.ndarray, objective: np.ndarray, p: np.ndarray, 
     pinv_times_C : callable
         ``M ↦ M @ C`` for a K×N ``M`` (``C`` the rectified C, in whatever form
         the caller holds it: in memory, low rank, or tasks over a store).
+    words : ndarray of int, optional
+        A fit on an anchor vocabulary (:mod:`jsmf_dask.kernels.anchor_words`):
+        the least-squares A is that of the vocabulary's block, ``B_F⁺ C_FF
+        B_F⁺ᵀ`` with ``B_F`` the rows of B for these words, and
+        ``pinv_times_C`` maps a K×n ``M`` to ``M @ C_FF`` (``C_FF`` on C's
+        scale: the block's share of C's sum).
 
     Returns
     -------
@@ -328,5 +335,6 @@ def recovered_topics(weights: np.ndarray, objective: np.ndarray, p: np.ndarray, 
     """
     B = topic_word(weights, p)
     A, legality = topic_topic(C_SS, B, anchors)
-    A_ls = least_squares_topic_topic(pinv_times_C(np.linalg.pinv(B)), B)
+    B_C = B if words is None else B[words]  # the rows of B the C of pinv_times_C spans
+    A_ls = least_squares_topic_topic(pinv_times_C(np.linalg.pinv(B_C)), B_C)
     return Recovered(B, A, A_ls, weights, objective, legality)

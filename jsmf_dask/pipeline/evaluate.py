@@ -281,7 +281,10 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
             "rectifier": model.attrs.get("params", {}).get("rectifier"),
             "original_C": original | shared,
         }
-        if "correction" in model.group:  # AP, ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
+        if "anchor_words" in model.attrs:  # its rectified C is the anchor vocabulary's block alone
+            entry["notes"] = {"rectified_C": f"fitted on an anchor vocabulary of {model.attrs['anchor_words']['n']} "
+                                             "words: its rectified C is their block's, not every word's"}
+        elif "correction" in model.group:  # AP, ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
             U, s, upper = low_rank_rectified(model)
             entry["rectified_C"] = _against_low_rank(U, s, symmetric_from_upper(*upper, U.shape[0]), model) | shared
         elif "rectified" in model.attrs:  # the Baseline, DC: the store's C, scaled (DC: another diagonal)

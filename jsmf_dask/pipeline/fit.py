@@ -30,14 +30,15 @@ import zarr
 
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_name
-from jsmf_dask.parameters import parameter
+from jsmf_dask.parameters import auto_anchor_words, parameter
 from jsmf_dask.cluster import Work, choose_engine, killed_worker_message, pending_worker_memory
 from jsmf_dask.exceptions import ClusterError, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_arrays
-from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, read_vocabulary, vocabulary_hash
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.eigen import top_eigenpairs
+from jsmf_dask.kernels.anchor_words import anchor_vocabulary, unrestricted_weights
 from jsmf_dask.kernels.enn import checked_rows, enn_memory, enn_min_memory
 from jsmf_dask.kernels.recover import Recovered, recovered_topics
 from jsmf_dask.pipeline.fit_model import (
@@ -51,7 +52,14 @@ from jsmf_dask.pipeline.fit_model import (
     model_attrs,
     write_topics,
 )
-from jsmf_dask.pipeline.fit_plan import check_low_rank_memory, choose_path, dense_start_fits, fat_worker, in_task_memory
+from jsmf_dask.pipeline.fit_plan import (
+    anchor_words_memory,
+    check_low_rank_memory,
+    choose_path,
+    dense_start_fits,
+    fat_worker,
+    in_task_memory,
+)
 from jsmf_dask.pipeline.fit_tiled import TiledAP, check_matrix, rectify_tiled
 from jsmf_dask.stages.cooccurrence import word_block_edges
 from jsmf_dask.stages.recover import law_recovery_tasks, least_squares_tasks, recovery_tasks
@@ -97,6 +105,7 @@ def fit(
     path: str = "auto",
     eig_tol: float = 1e-6,
     warm_start: str | np.ndarray | None = None,
+    anchor_words: int | str | None = None,
     overwrite: bool = False,
     on_cycle: Callable[[CycleRecord], None] | None = None,
 ) -> FitResult:
@@ -155,6 +164,20 @@ def fit(
         AP's first eigensolve (the refit after ``cooccur --update``), or
         such vectors themselves (``choose-k`` passes C's top-K eigenvectors,
         computed once for every K: AP's first projection is then at hand).
+    anchor_words : int or 'auto', optional
+        Rectify and pick the anchors on the block of C of the ``anchor_words``
+        words of highest tf·idf only (a vocabulary ``ingest --vocab-size``
+        ranked: its first ``anchor_words``), and recover every word's topic
+        weights from its co-occurrence with those words
+        (:mod:`jsmf_dask.kernels.anchor_words`): AP costs O(n²) a cycle
+        instead of O(N²), in one task of O(N·n) memory. AP only, on a dense
+        store, without ``warm_start``; None (default) or at least N: every
+        word. ``'auto'``: :func:`~jsmf_dask.parameters.auto_anchor_words` of
+        K and C's documents (max(1000, 20 K) words below 10,000 documents,
+        else every word), what ``jsmf topics``, ``jsmf run`` and the estimator
+        pass when refine follows (see the README for the measurements). The
+        model keeps the vocabulary (``anchor_words``) and its block's
+        rectified C.
     overwrite : bool, default=False
         Replace an existing model of the same name.
     on_cycle : callable, optional
@@ -167,12 +190,12 @@ def fit(
     """
     root = os.fspath(root)
     _check_arguments(n_topics, rectifier, end_with, solver, path, iterations, seed, name, warm_start, min_anchor_df,
-                     tol)
+                     tol, anchor_words)
     store = open_cooccurrence(cooc_path(root))
     words = _checked_vocabulary(root, store, n_topics, rectifier)
     choose_engine(Work(tokens=corpus_tokens(corpus_dir(root))))
     plan = _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver, min_anchor_df, seed,
-                 name, path, eig_tol, warm_start, overwrite)
+                 name, path, eig_tol, warm_start, overwrite, anchor_words)
     client = _progress.active_client()
     if plan.path == "low-rank":
         plan, anchored = _rectify_low_rank(plan, client, on_cycle)
@@ -191,9 +214,10 @@ def fit(
 
 
 def _check_arguments(n_topics, rectifier, end_with, solver, path, iterations, seed, name, warm_start, min_anchor_df,
-                     tol) -> None:
+                     tol, anchor_words) -> None:
     given = {"n_topics": n_topics, "rectifier": rectifier, "end_with": end_with, "solver": solver, "path": path,
-             "iterations": iterations, "seed": seed, "min_anchor_df": min_anchor_df, "tol": tol}
+             "iterations": iterations, "seed": seed, "min_anchor_df": min_anchor_df, "tol": tol,
+             "anchor_words": anchor_words}
     for key, value in given.items():  # the ranges of the parameter table
         parameter("fit", key).check(value, "fit")
     check_name(name, "name", "fit", allow_none=True)
@@ -236,9 +260,14 @@ def _checked_vocabulary(root: str, store: CooccurrenceStore, n_topics: int, rect
 
 
 def _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver, min_anchor_df, seed, name,
-          path, eig_tol, warm_start, overwrite) -> _Plan:
+          path, eig_tol, warm_start, overwrite, anchor_words) -> _Plan:
     """The rectifier, path and model name (AP where its in-task path fits, else ENN; a warm start or a PSD end
     ask for AP), the anchor candidates and the warm start, each checked before anything runs."""
+    if anchor_words == "auto":
+        anchor_words = auto_anchor_words(n_topics, int(store.attrs["n_docs"]))
+    if anchor_words is not None and anchor_words < store.n_words:
+        return _plan_anchor_words(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver,
+                                  min_anchor_df, seed, name, path, eig_tol, warm_start, overwrite, anchor_words)
     by_memory = (rectifier is None and not store.compressed and path == "auto" and warm_start is None
                  and end_with == "nonnegative")
     rectifier = rectifier or ("enn" if store.compressed else "ap")
@@ -277,6 +306,41 @@ def _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, so
                  recorded, overwrite)
 
 
+def _plan_anchor_words(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver, min_anchor_df,
+                       seed, name, path, eig_tol, warm_start, overwrite, anchor_words) -> _Plan:
+    """:func:`_plan` of a fit on an anchor vocabulary: AP in one task on the block of the ``anchor_words`` words
+    of highest tf·idf."""
+    refused = [why for asked, why in (
+        (store.compressed, f"{store.url} is compressed (no dense C to take the block from)"),
+        (rectifier not in (None, "ap"), f"rectifier={rectifier!r} was asked for (it needs AP)"),
+        (path == "tiled", "path='tiled' was asked for (the block is rectified in one task)"),
+        (warm_start is not None, "a warm start was given (its eigenvectors span every word)"),
+    ) if asked]
+    if refused:
+        raise InvalidParameterError(f"The 'anchor_words' parameter of fit ({anchor_words}) cannot be used: "
+                                    f"{'; '.join(refused)}. Leave it unset to fit on every word")
+    if anchor_words <= n_topics:
+        raise InvalidParameterError(f"The 'anchor_words' parameter of fit must be above n_topics={n_topics} (the "
+                                    f"block holds the {n_topics} anchors and the words they are told apart by). "
+                                    f"Got {anchor_words} instead.")
+    counts = read_vocabulary(corpus_dir(root))
+    vocabulary = anchor_vocabulary(np.asarray(counts.column("df")), np.asarray(counts.column("tf")),
+                                   sum(b.n_rows for b in list_blocks(corpus_dir(root))), anchor_words)
+    candidates = store.D1[:] >= min_anchor_df
+    if candidates[vocabulary].sum() < n_topics:
+        raise InvalidParameterError(
+            f"only {int(candidates[vocabulary].sum())} of the {anchor_words} anchor words occur in at least "
+            f"min_anchor_df={min_anchor_df} documents; need at least n_topics={n_topics}. Lower min_anchor_df.")
+    name = name or default_name(n_topics, "ap")
+    refuse_existing(model_path(root, name), overwrite=overwrite)
+    need = anchor_words_memory(store.n_words, anchor_words)
+    reason = (f"AP on the block of the {vocabulary.size} words of highest tf-idf (anchor_words), in one task "
+              f"(about {need / 2**30:.2f} GiB)")
+    params = RectifyParams(n_topics, "ap", iterations, tol, end_with, eig_tol, seed, anchor_words=vocabulary)
+    return _Plan(root, store, words, name, params, "in-task", reason, candidates, min_anchor_df, solver, None,
+                 overwrite)
+
+
 def _warm_start_vectors(root: str, warm_start: str | np.ndarray | None, n: int, n_topics: int) -> np.ndarray | None:
     if warm_start is None:
         return None
@@ -301,10 +365,12 @@ def _rectify(plan: _Plan, client, on_cycle) -> RectifiedAnchors:
     if plan.path == "tiled":
         c_stats = check_matrix(store.url, edges)  # the first pass over C, after every check that needs none
         return rectify_tiled(store.url, params, edges, plan.candidates, c_stats, on_cycle)
-    worker = fat_worker(client, in_task_memory(store.n_words))
+    need = in_task_memory(store.n_words) if params.anchor_words is None else \
+        anchor_words_memory(store.n_words, params.anchor_words.size)
+    worker = fat_worker(client, need)
     placement = {"workers": [worker], "allow_other_workers": True} if worker else {}
     return _one_task(lambda channel: rectify_in_task(store.url, params, plan.candidates, progress=channel),
-                     placement, on_cycle, "ap", what="the in-task rectification", need=in_task_memory(store.n_words),
+                     placement, on_cycle, "ap", what="the in-task rectification", need=need,
                      advice="give a worker more memory (--memory-limit, or fewer --workers on one machine), or use "
                             "--rectifier enn (memory O(N·K))")
 
@@ -365,6 +431,12 @@ def _recover(plan: _Plan, anchored: RectifiedAnchors, client) -> tuple[Recovered
     if anchored.Z is not None:  # LAW: the least squares in K dimensions
         with _progress.data_in_graph():  # Z's K × block slices, as a task rerun needs them
             parts = _progress.compute(*law_recovery_tasks(anchored.Z, anchored.anchors, plan.solver, block=block))
+    elif anchored.columns is not None:  # an anchor vocabulary: every word against its columns, then ρ
+        columns = client.scatter(anchored.columns, broadcast=True) if client is not None else anchored.columns
+        parts = _progress.compute(*recovery_tasks(columns, None, anchored.Cbar_S, anchored.Cbar_S @ anchored.Cbar_S.T,
+                                                  anchored.anchors, plan.solver, block=block,
+                                                  n_words=plan.store.n_words))
+        parts = [(unrestricted_weights(w, anchored.shares), o, u) for w, o, u in parts]
     else:
         Cbar_S = client.scatter(anchored.Cbar_S, broadcast=True) if client is not None else anchored.Cbar_S
         dense = isinstance(rect, StoredRows)  # the Baseline, DC: the store's C (scaled, DC's diagonal)
@@ -377,9 +449,13 @@ def _recover(plan: _Plan, anchored: RectifiedAnchors, client) -> tuple[Recovered
     if isinstance(rect, StoredRows):
         def pinv_times_C(M: np.ndarray) -> np.ndarray:
             return _progress.compute(least_squares_tasks(rect, M, block=block))[0]
+    elif anchored.columns is not None:  # the block's least-squares A, on C's scale
+        def pinv_times_C(M: np.ndarray) -> np.ndarray:
+            return anchored.block_mass * rect.rmatmat(M)
     else:
         pinv_times_C = rect.rmatmat
-    recovered = recovered_topics(weights, objective, anchored.p_word, anchored.C_SS, anchored.anchors, pinv_times_C)
+    recovered = recovered_topics(weights, objective, anchored.p_word, anchored.C_SS, anchored.anchors, pinv_times_C,
+                                 words=None if anchored.columns is None else anchored.columns.words)
     return recovered, sum(u for _, _, u in parts)
 
 
@@ -404,6 +480,10 @@ def _commit(plan: _Plan, anchored: RectifiedAnchors, recovered: Recovered, conve
     else:
         arrays |= low_rank_arrays(rect)
         attrs["low_rank"] = low_rank_attrs(rect)
+    if anchored.columns is not None:  # the rectified C above is the block of these words'
+        arrays["anchor_words"] = anchored.columns.words
+        attrs["anchor_words"] = {"n": int(anchored.columns.words.size), "chosen_by": "tf-idf",
+                                 "block_mass": anchored.block_mass}
     with staged_output(model_path(root, name), root=root, overwrite=plan.overwrite) as tmp:
         write_arrays(tmp, arrays)
         write_arrays(tmp, {f"trace/{key}": values for key, values in anchored.trace.items()})

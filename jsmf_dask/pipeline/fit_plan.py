@@ -18,8 +18,14 @@ from jsmf_dask.exceptions import ClusterError, StoreError
 from jsmf_dask.kernels.eigen import cold_start_memory
 from jsmf_dask.kernels.enn import enn_min_memory
 
-__all__ = ["in_task_memory", "IN_TASK_SHARE", "largest_memory", "fat_worker", "concurrent_in_task_fits", "check_low_rank_memory", "dense_start_fits",
+__all__ = ["in_task_memory", "anchor_words_memory", "IN_TASK_SHARE", "largest_memory", "fat_worker", "concurrent_in_task_fits", "check_low_rank_memory", "dense_start_fits",
            "choose_path"]
+
+
+def anchor_words_memory(n_words: int, anchor_words: int) -> int:
+    """Bytes a fit on an anchor vocabulary of ``anchor_words`` words needs in its task: C's columns of those words
+    (8·N·n) and :func:`in_task_memory` of their block (whose slack holds the chunk of C's rows being read)."""
+    return 8 * n_words * anchor_words + in_task_memory(anchor_words)
 
 
 def in_task_memory(n_words: int) -> int:

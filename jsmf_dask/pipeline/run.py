@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jsmf_dask.parameters import parameter, refined_fit_iterations
+from jsmf_dask.parameters import anchor_words_apply, parameter, refined_fit_iterations
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
@@ -141,8 +141,10 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
         compressed = (cfg.stage("cooccur") or {}).get("rank") is not None
         name = kwargs.setdefault("name", default_name(kwargs["n_topics"],
                                                       kwargs.get("rectifier", "enn" if compressed else "ap")))
-        if name in refined:  # refine corrects the topics: the fit needs fewer cycles
+        if name in refined:  # refine corrects the topics: the fit needs fewer cycles, and AP only the anchor words
             kwargs.setdefault("iterations", refined_fit_iterations(kwargs["n_topics"]))
+            if anchor_words_apply(kwargs, compressed):
+                kwargs.setdefault("anchor_words", "auto")
 
         def fit_action(kwargs=kwargs) -> list[str]:
             result = fit(root, overwrite=True, on_cycle=on_cycle, **kwargs)

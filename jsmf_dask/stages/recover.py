@@ -16,6 +16,7 @@ import numpy as np
 from dask.base import tokenize
 
 from jsmf_dask.io.zarr_store import StoredRows
+from jsmf_dask.kernels.anchor_words import AnchorColumns
 from jsmf_dask.kernels.law import law_weights
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence
 from jsmf_dask.kernels.recover import fix_anchor_rows, recover_weights
@@ -34,6 +35,7 @@ def _recover_block(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     r0, r1 = rows
     C_rows = _rectified_rows(source, rows)
+    p_rows = C_rows.sum(axis=1) if p_rows is None else p_rows  # restricted rows: each by its own sum
     Cbar = C_rows / np.where(p_rows > 0, p_rows, 1.0)[:, None]
     b = Cbar @ Cbar_S.T
     norms2 = np.einsum("ij,ij->i", Cbar, Cbar)
@@ -43,24 +45,29 @@ def _recover_block(
 
 
 def recovery_tasks(
-    source, p_word: np.ndarray, Cbar_S, G: np.ndarray, anchors: np.ndarray, solver: str, *, block: int
+    source, p_word: np.ndarray | None, Cbar_S, G: np.ndarray, anchors: np.ndarray, solver: str, *, block: int,
+    n_words: int | None = None,
 ) -> list[dask.delayed]:
     """One delayed task per block of ``block`` words → ``(weights, objective, unconverged)`` of those words.
 
     ``source`` is the rectified C: a :class:`LowRankCooccurrence` (or a future
-    of one) or :class:`~jsmf_dask.io.zarr_store.StoredRows`. ``Cbar_S`` (K×N) may be
-    an array or a future already on the cluster (K×N is 12 MB at K = 100,
+    of one), :class:`~jsmf_dask.io.zarr_store.StoredRows`, or a fit on an anchor
+    vocabulary's :class:`~jsmf_dask.kernels.anchor_words.AnchorColumns` (or a
+    future of one), whose rows are each divided by their own sum: ``p_word``
+    None and ``n_words`` given. ``Cbar_S`` (K×N, K×n on an anchor vocabulary)
+    may be an array or a future already on the cluster (K×N is 12 MB at K = 100,
     N = 15k: scatter it rather than embed it in the graph).
     """
-    n = p_word.shape[0]
+    n = p_word.shape[0] if p_word is not None else n_words
     shared = (dask.delayed(Cbar_S, pure=True) if isinstance(Cbar_S, np.ndarray) else Cbar_S,
               dask.delayed(G, pure=True))
-    if isinstance(source, LowRankCooccurrence):
+    if isinstance(source, LowRankCooccurrence | AnchorColumns):
         source = dask.delayed(source, pure=True)
     token = tokenize(source, p_word, shared, anchors, solver, block)
     return [
         dask.delayed(_recover_block, pure=True)(
-            source, (r0, min(r0 + block, n)), p_word[r0 : r0 + block], *shared, anchors, solver,
+            source, (r0, min(r0 + block, n)), None if p_word is None else p_word[r0 : r0 + block], *shared,
+            anchors, solver,
             dask_key_name=f"recover-B-{token}-{r0}",
         )
         for r0 in range(0, n, block)

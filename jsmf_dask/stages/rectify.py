@@ -28,7 +28,8 @@ from dask.base import tokenize
 from threadpoolctl import threadpool_limits
 
 from jsmf_dask import _progress
-from jsmf_dask.io.zarr_store import StoredRows, read_checked_C, stored_eigenpairs
+from jsmf_dask.io.zarr_store import StoredRows, read_checked_C, read_checked_columns, stored_eigenpairs
+from jsmf_dask.kernels.anchor_words import AnchorColumns, column_shares
 from jsmf_dask.kernels.eigen import Eigenpairs, top_eigenpairs
 from jsmf_dask.kernels.factorize import anchors_low_rank, find_anchors, rectify, rectify_low_rank
 from jsmf_dask.kernels.enn import enn_rectify
@@ -52,6 +53,7 @@ class RectifyParams:
     dc_permutations: int = 30
     start_Y: np.ndarray | None = None  # AP warm start: a previous fit's eigenvectors (N×K)
     max_bytes: int | None = None  # ENN: the memory its cycles may use (see kernels.enn.enn_rectify)
+    anchor_words: np.ndarray | None = None  # AP on this vocabulary's block only (kernels.anchor_words), sorted
 
     def start(self) -> Eigenpairs | None:
         """The warm start as :class:`Eigenpairs` (None without one)."""
@@ -85,6 +87,13 @@ class RectifiedAnchors:
         The anchors' rows of C̄ (row-normalised C): what recovery in N dimensions solves against.
     Z : ndarray, shape (K, N), or None
         ENN: the LAW coordinates of every word; recovery solves in these K dimensions instead.
+    columns : AnchorColumns or None
+        A fit on an anchor vocabulary: ``rectified`` is its block's, ``Cbar_S`` K×n, ``C_SS`` the block's,
+        ``p_word`` C's own row sums (divided by C's sum), and every word is recovered against these rows.
+    shares : ndarray, shape (K,), or None
+        With ``columns``: ``ρ``, each anchor's share of its row of C in the vocabulary's columns.
+    block_mass : float
+        With ``columns``: the block's share of C's sum.
     """
 
     rectified: LowRankCooccurrence | StoredRows
@@ -97,6 +106,9 @@ class RectifiedAnchors:
     C_SS: np.ndarray
     Cbar_S: np.ndarray | None = None
     Z: np.ndarray | None = None
+    columns: AnchorColumns | None = None
+    shares: np.ndarray | None = None
+    block_mass: float = 1.0
 
 
 #: Below this many words the in-task rectification runs BLAS on one thread (see :func:`in_task_blas_threads`).
@@ -131,6 +143,8 @@ def _rectify_in_task(
     def on_cycle(cycle: int, of: int, change: float, seconds: float) -> None:
         _progress.report(progress, {"cycle": cycle, "of": of, "relative_change": change, "seconds": seconds})
 
+    if params.anchor_words is not None:
+        return _rectify_anchor_words(cooc_url, params, candidates, on_cycle if progress is not None else None)
     C = read_checked_C(cooc_url)
     blas_threads = in_task_blas_threads(C.shape[0])
     rng, start = np.random.default_rng(params.seed), params.start()
@@ -158,6 +172,33 @@ def _rectify_in_task(
         Cbar_S = C_rect[anchors].copy()
         C_SS = Cbar_S[:, anchors] * p[anchors][:, None]
     return RectifiedAnchors(rectified, rect.eig, rect.trace, rect.n_iter, p, anchors, pivots, C_SS, Cbar_S=Cbar_S)
+
+
+def _rectify_anchor_words(cooc_url: str, params: RectifyParams, candidates: np.ndarray | None,
+                          on_cycle) -> RectifiedAnchors:
+    """AP and the anchors on the anchor vocabulary's block of C; every word's restricted row kept for recovery
+    (:mod:`jsmf_dask.kernels.anchor_words`)."""
+    words = params.anchor_words
+    columns, row_sums = read_checked_columns(cooc_url, words)
+    total = float(row_sums.sum())
+    block = columns[words]
+    block_sum = float(block.sum())
+    with threadpool_limits(limits=in_task_blas_threads(words.size), user_api="blas"):
+        rectified, eig, trace, n_iter = rectify_low_rank(
+            block / block_sum, params.n_topics, iterations=params.iterations, tol=params.tol,
+            end_with=params.end_with, eig_tol=params.eig_tol, rng=np.random.default_rng(params.seed),
+            start=params.start(), on_cycle=on_cycle,
+        )
+        _, local, pivots, Cbar_S, C_SS = anchors_low_rank(
+            rectified, params.n_topics, candidates=None if candidates is None else candidates[words],
+            nonnegative=params.end_with == "nonnegative")
+    anchors = words[local]
+    others = np.ones(row_sums.size, dtype=bool)
+    others[words] = False
+    restricted = AnchorColumns(rectified, words, columns[others], row_sums.size)
+    return RectifiedAnchors(rectified, eig, trace, n_iter, row_sums / total, anchors, pivots, C_SS,
+                            Cbar_S=Cbar_S, columns=restricted, shares=column_shares(columns, row_sums, anchors),
+                            block_mass=block_sum / total)
 
 
 def rectify_in_task(

@@ -179,8 +179,10 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                 cooccur(root, heldout=0.1, validation=0.05, overwrite=True)
                 seconds.setdefault("cooccur", []).append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                # the default route's start for refinement (`jsmf topics`, `jsmf run`, the estimator): 50 cycles
-                fit(root, n_topics=k, iterations=refined_fit_iterations(k), name=f"k{k}-ap", overwrite=True)
+                # the default route's start for refinement (`jsmf topics`, `jsmf run`, the estimator): 20 or 50
+                # cycles on the anchor vocabulary
+                fit(root, n_topics=k, iterations=refined_fit_iterations(k), anchor_words="auto",
+                    name=f"k{k}-ap", overwrite=True)
                 seconds.setdefault(f"k{k}-ap", []).append(time.perf_counter() - t0)
                 for label, kwargs in REFINES.items():
                     if label not in args.refines.split(","):

@@ -1,8 +1,8 @@
 """Small and medium corpora end to end against Gibbs sampling: per stage, per route, per engine.
 
 For each corpus, the README's four commands (``ingest --vocab-size 5000``,
-``cooccur --validation 0.05``, ``fit --topics K --iterations C`` (C the cycles of a fit that refine follows:
-:func:`jsmf_dask.parameters.refined_fit_iterations`),
+``cooccur --validation 0.05``, ``fit --topics K --iterations C --anchor-words auto`` (those of a fit that refine follows:
+:func:`jsmf_dask.parameters.refined_fit_iterations`, :func:`~jsmf_dask.parameters.auto_anchor_words`),
 ``refine``), each a fresh ``jsmf`` process as a user types them; the
 one-command route ``jsmf topics`` (one process); and the Python API in this
 process (``connect()`` around the four functions). Every route runs on the
@@ -132,7 +132,8 @@ def _engine_line(err: str) -> str:
 def four_commands(root: str, inputs, flags, k: int, env: dict, scheduler: list[str]) -> dict:
     steps = {"ingest": ["ingest", root, *inputs, "--vocab-size", "5000", *flags, "--overwrite"],
              "cooccur": ["cooccur", root, "--validation", "0.05", "--overwrite"],
-             "fit": ["fit", root, "--topics", str(k), "--iterations", str(refined_fit_iterations(k)), "--overwrite"],
+             "fit": ["fit", root, "--topics", str(k), "--iterations", str(refined_fit_iterations(k)),
+                     "--anchor-words", "auto", "--overwrite"],
              "refine": ["refine", root, "--model", f"k{k}-ap", "--overwrite"]}
     row: dict = {"peak": 0, "engine": set()}
     for stage, argv in steps.items():
@@ -168,7 +169,8 @@ def python_api(root: str, inputs, flags, k: int, engine: str | None) -> dict:
             connect(engine, dashboard=False, on_engine=lines.append):
         for stage, call in (("ingest", lambda: ingest(root, inputs, overwrite=True, **kwargs)),
                             ("cooccur", lambda: cooccur(root, validation=0.05, overwrite=True)),
-                            ("fit", lambda: fit(root, n_topics=k, iterations=refined_fit_iterations(k), overwrite=True)),
+                            ("fit", lambda: fit(root, n_topics=k, iterations=refined_fit_iterations(k),
+                                                anchor_words="auto", overwrite=True)),
                             ("refine", lambda: refine(root, model=f"k{k}-ap", overwrite=True))):
             t0 = time.perf_counter()
             call()

@@ -168,6 +168,17 @@ def test_bad_parameters_and_stores(tmp_path, synthetic_root):
     check(InvalidParameterError, r"'n_topics' parameter of fit must be an int in the range \[2, inf\)\. Got 1", n_topics=1)
     check(InvalidParameterError, r"'rectifier' parameter of fit must be a str among", rectifier="ddc")
     check(InvalidParameterError, r"only \d+ words occur in at least min_anchor_df=100000", min_anchor_df=100000)
+    # an anchor vocabulary: too small, or with what needs every word
+    check(InvalidParameterError, r"'anchor_words' parameter of fit must be above n_topics=5.*Got 5", anchor_words=5)
+    check(InvalidParameterError, r"'anchor_words' parameter of fit must be 'auto' or an int >= 2\. Got 1",
+          anchor_words=1)
+    check(InvalidParameterError, r"only \d+ of the 100 anchor words occur in at least min_anchor_df=100000",
+          anchor_words=100, min_anchor_df=100000)
+    for kwargs, why in (({"rectifier": "dc"}, r"rectifier='dc' was asked for \(it needs AP\)"),
+                        ({"path": "tiled"}, r"path='tiled' was asked for"),
+                        ({"warm_start": np.zeros((300, 5))}, r"a warm start was given")):
+        check(InvalidParameterError, r"'anchor_words' parameter of fit \(100\) cannot be used: " + why,
+              anchor_words=100, **kwargs)
     # the vocabulary changed after C was built
     vocab = pq.read_table(root / "corpus" / "vocab.parquet")
     words = vocab.column("word").to_pylist()
@@ -181,8 +192,9 @@ def test_bad_parameters_and_stores(tmp_path, synthetic_root):
     # each path checks C where it first reads it: the in-task AP and ENN tasks, the tiled path's row statistics
     for path_kwargs in ({}, {"rectifier": "enn"}, {"path": "tiled"}):
         check(StoreError, r"C has NaN or infinite entries \(first in row 3\)", **path_kwargs)
+    check(StoreError, r"C has NaN or infinite entries \(first in row 3\)", anchor_words=100)  # read by row blocks
     C[3, 4] = -1e-3
-    for path_kwargs in ({}, {"rectifier": "enn"}, {"path": "tiled"}):
+    for path_kwargs in ({}, {"rectifier": "enn"}, {"path": "tiled"}, {"anchor_words": 100}):
         check(StoreError, r"C has negative entries \(row 3: -0\.001\)", **path_kwargs)
     # corrupt and missing stores
     (root / "cooc.zarr" / "zarr.json").write_text("{ not json")
@@ -398,3 +410,78 @@ def test_topic_labels_keep_multi_word_labels_apart():
     assert topic_labels(B, np.array([0, 2]), ["a", "b", "c"], n=2) == ["[a] a b", "[c] c b"]
     # one separator for the whole vocabulary, whether or not a topic's own words hold a space
     assert topic_labels(B, np.zeros(0, dtype=int), ["A b", "C", "D"], n=2) == ["A b | C", "D | C"]
+
+
+def test_a_fit_on_anchor_words_equals_a_dense_reference_and_every_word_beyond_the_vocabulary(synthetic_root,
+                                                                                            tmp_path):
+    """AP on the vocabulary's block, the anchors among it, every word against its columns (a slow dense reference
+    written here: the dense AP kernel, the block's anchors, recovery word by word, ρ, Bayes' rule)."""
+    from threadpoolctl import threadpool_limits
+
+    from jsmf_dask.kernels.recover import simplex_least_squares
+    from jsmf_dask.kernels.vocabulary import select_vocabulary
+
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic_root, root, ignore=shutil.ignore_patterns("model.zarr", "topics"))
+    fitted = fit(root, n_topics=5, iterations=20, anchor_words=60)
+    store = open_cooccurrence(f"{root}/cooc.zarr")
+    C = store.C[:] / store.C[:].sum()
+    vocab = pq.read_table(root / "corpus" / "vocab.parquet")
+    words = np.sort(select_vocabulary(np.asarray(vocab.column("df")), np.asarray(vocab.column("tf")), 3000,
+                                      60).kept)
+    with threadpool_limits(limits=1, user_api="blas"):  # the fit's task's BLAS threads at this size
+        block = C[np.ix_(words, words)]
+        rect = rectify(block / block.sum(), 5, iterations=20)  # AP from the block divided by its sum
+    local, _ = find_anchors(rect.C, 5, candidates=store.D1[:][words] >= 10)
+    anchors = words[local]
+    np.testing.assert_array_equal(fitted.anchors, anchors)
+    block_rows = {w: rect.C[i] for i, w in enumerate(words)}
+    rows = np.array([block_rows[i] if i in block_rows else C[i, words] for i in range(300)])
+    sums = rows.sum(axis=1, keepdims=True)
+    Cbar = rows / np.where(sums > 0, sums, 1.0)  # a word that never co-occurs with the vocabulary: a zero row
+    S = Cbar[anchors]
+    y = np.array([simplex_least_squares(S @ S.T, S @ Cbar[i]) for i in range(300)])
+    y[anchors] = np.eye(5)
+    rho = C[np.ix_(anchors, words)].sum(axis=1) / C[anchors].sum(axis=1)
+    y = y / rho
+    y /= y.sum(axis=1, keepdims=True)
+    B = y * C.sum(axis=1)[:, None]
+    B /= B.sum(axis=0)
+    # the fit's AP keeps its iterates factored where the reference's are dense: equal to rounding over 20 cycles
+    np.testing.assert_allclose(fitted.B, B, rtol=0, atol=1e-9)
+    model = open_model(root, "k5-ap")
+    np.testing.assert_array_equal(model.arrays["anchor_words"], words)
+    assert model.attrs["anchor_words"]["n"] == 60 and model.attrs["params"]["anchor_words"] == 60
+    assert model.arrays["Y"].shape == (60, 5) and model.rectified_C().shape == (60, 60)
+    np.testing.assert_allclose(model.arrays["p_word"], C.sum(axis=1), rtol=1e-12)
+    assert "the block of the 60 words of highest tf-idf" in model.attrs["path"]["reason"]
+    # a vocabulary no smaller than every word's is every word
+    full = fit(root, n_topics=5, iterations=20, anchor_words=300, name="full")
+    assert "anchor_words" not in full.attrs and full.attrs["params"]["anchor_words"] is None
+
+
+def test_auto_anchor_words_by_topics_and_documents(synthetic_root, tmp_path, monkeypatch):
+    from jsmf_dask import parameters
+
+    assert parameters.auto_anchor_words(20, 9_999) == 1000 and parameters.auto_anchor_words(100, 500) == 2000
+    assert parameters.auto_anchor_words(20, 10_000) is None  # C's rows are reliable: every word
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic_root, root, ignore=shutil.ignore_patterns("model.zarr", "topics"))
+    monkeypatch.setattr(parameters, "AUTO_ANCHOR_WORDS_MIN", 60)
+    assert fit(root, n_topics=5, iterations=3, anchor_words="auto").attrs["anchor_words"]["n"] == 100  # 20 K
+    monkeypatch.setattr(parameters, "AUTO_ANCHOR_WORDS_MAX_DOCS", 3000)  # the 3,000 documents C counted
+    assert "anchor_words" not in fit(root, n_topics=5, iterations=3, anchor_words="auto", overwrite=True).attrs
+
+
+def test_evaluate_and_report_read_a_model_fitted_on_anchor_words(synthetic_root, tmp_path):
+    from jsmf_dask import evaluate, report
+
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic_root, root, ignore=shutil.ignore_patterns("model.zarr", "topics"))
+    fit(root, n_topics=5, iterations=5, anchor_words=60)
+    entry = evaluate(root)["models"]["k5-ap"]
+    assert "rectified_C" not in entry and "60 words" in entry["notes"]["rectified_C"]
+    assert entry["original_C"]["recovery"] >= 0
+    from pathlib import Path
+
+    assert "anchor vocabulary (60 words)" in Path(report(root)).read_text()

@@ -79,6 +79,21 @@ def test_rerun_skips_unchanged_stages_and_redoes_changed_ones(tmp_path):
     np.testing.assert_allclose(open_model(str(tmp_path / "run"), "k5-ap").arrays["B"], B25, rtol=0, atol=1e-12)
 
 
+def test_a_fit_refine_follows_is_fitted_on_the_anchor_words_and_a_plain_fit_on_every_word(tmp_path, monkeypatch):
+    from jsmf_dask import parameters
+
+    monkeypatch.setattr(parameters, "AUTO_ANCHOR_WORDS_MIN", 100)  # below the 400 words (1000 by default)
+    config = _setup(tmp_path)
+    config.write_text(CONFIG.format(iterations=20).replace("[evaluate]", "[[fit]]\ntopics = 4\niterations = 5\n\n[[refine]]\n"
+                                                           "model = \"k5-ap\"\nsweeps = 2\n\n[evaluate]"))
+    run(config)
+    refined_source, plain = open_model(str(tmp_path / "run"), "k5-ap"), open_model(str(tmp_path / "run"), "k4-ap")
+    assert refined_source.attrs["anchor_words"]["n"] == 100 == refined_source.arrays["anchor_words"].size
+    assert refined_source.attrs["n_iter"] == 20  # its own iterations kept
+    assert "anchor_words" not in plain.attrs and plain.attrs["params"]["anchor_words"] is None
+    assert plain.attrs["n_iter"] == 5
+
+
 def test_refine_stage_is_resumable_and_follows_its_source(tmp_path):
     config = _setup(tmp_path)
     config.write_text(CONFIG.format(iterations=20).replace("[evaluate]", "[[refine]]\nmodel = \"k5-ap\"\nsweeps = 2\n\n[evaluate]")
