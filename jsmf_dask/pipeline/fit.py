@@ -174,7 +174,8 @@ def fit(
         store, without ``warm_start``; None (default) or at least N: every
         word. ``'auto'``: :func:`~jsmf_dask.parameters.auto_anchor_words` of
         K and C's documents (max(1000, 20 K) words below 10,000 documents,
-        else every word), what ``jsmf topics``, ``jsmf run`` and the estimator
+        else every word; every word too where fewer than K of those words
+        may be anchors), what ``jsmf topics``, ``jsmf run`` and the estimator
         pass when refine follows (see the README for the measurements). The
         model keeps the vocabulary (``anchor_words``) and its block's
         rectified C.
@@ -263,11 +264,15 @@ def _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, so
           path, eig_tol, warm_start, overwrite, anchor_words) -> _Plan:
     """The rectifier, path and model name (AP where its in-task path fits, else ENN; a warm start or a PSD end
     ask for AP), the anchor candidates and the warm start, each checked before anything runs."""
-    if anchor_words == "auto":
+    auto = anchor_words == "auto"
+    if auto:
         anchor_words = auto_anchor_words(n_topics, int(store.attrs["n_docs"]))
     if anchor_words is not None and anchor_words < store.n_words:
-        return _plan_anchor_words(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver,
-                                  min_anchor_df, seed, name, path, eig_tol, warm_start, overwrite, anchor_words)
+        plan = _plan_anchor_words(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver,
+                                  min_anchor_df, seed, name, path, eig_tol, warm_start, overwrite, anchor_words,
+                                  auto=auto)
+        if plan is not None:
+            return plan
     by_memory = (rectifier is None and not store.compressed and path == "auto" and warm_start is None
                  and end_with == "nonnegative")
     rectifier = rectifier or ("enn" if store.compressed else "ap")
@@ -307,9 +312,10 @@ def _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, so
 
 
 def _plan_anchor_words(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver, min_anchor_df,
-                       seed, name, path, eig_tol, warm_start, overwrite, anchor_words) -> _Plan:
+                       seed, name, path, eig_tol, warm_start, overwrite, anchor_words, *, auto: bool) -> _Plan | None:
     """:func:`_plan` of a fit on an anchor vocabulary: AP in one task on the block of the ``anchor_words`` words
-    of highest tf·idf."""
+    of highest tf·idf. None (``auto``: fit every word) when fewer than K of them may be anchors, which an
+    explicit ``anchor_words`` is an error."""
     refused = [why for asked, why in (
         (store.compressed, f"{store.url} is compressed (no dense C to take the block from)"),
         (rectifier not in (None, "ap"), f"rectifier={rectifier!r} was asked for (it needs AP)"),
@@ -328,6 +334,8 @@ def _plan_anchor_words(root, store, words, n_topics, rectifier, iterations, tol,
                                    sum(b.n_rows for b in list_blocks(corpus_dir(root))), anchor_words)
     candidates = store.D1[:] >= min_anchor_df
     if candidates[vocabulary].sum() < n_topics:
+        if auto:  # a tiny corpus whose highest tf·idf words are mostly in few documents
+            return None
         raise InvalidParameterError(
             f"only {int(candidates[vocabulary].sum())} of the {anchor_words} anchor words occur in at least "
             f"min_anchor_df={min_anchor_df} documents; need at least n_topics={n_topics}. Lower min_anchor_df.")

@@ -469,6 +469,13 @@ def test_auto_anchor_words_by_topics_and_documents(synthetic_root, tmp_path, mon
     shutil.copytree(synthetic_root, root, ignore=shutil.ignore_patterns("model.zarr", "topics"))
     monkeypatch.setattr(parameters, "AUTO_ANCHOR_WORDS_MIN", 60)
     assert fit(root, n_topics=5, iterations=3, anchor_words="auto").attrs["anchor_words"]["n"] == 100  # 20 K
+    # 'auto' fits every word where fewer than K of the vocabulary's words may be anchors (an explicit n: an error):
+    # the five words in the most documents, whose tf-idf is lowest, are the only candidates at this floor
+    floor = int(np.sort(open_cooccurrence(f"{root}/cooc.zarr").D1[:])[-5])
+    assert "anchor_words" not in fit(root, n_topics=5, iterations=3, anchor_words="auto", overwrite=True,
+                                     min_anchor_df=floor).attrs
+    with pytest.raises(InvalidParameterError, match=r"only \d of the 100 anchor words occur in at least"):
+        fit(root, n_topics=5, iterations=3, anchor_words=100, overwrite=True, min_anchor_df=floor)
     monkeypatch.setattr(parameters, "AUTO_ANCHOR_WORDS_MAX_DOCS", 3000)  # the 3,000 documents C counted
     assert "anchor_words" not in fit(root, n_topics=5, iterations=3, anchor_words="auto", overwrite=True).attrs
 
