@@ -61,6 +61,9 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         rectification with low-rank anchors (O(N·K) memory), or none (the
         Baseline of Arora et al. 2013). None: :func:`jsmf_dask.fit`'s choice
         (AP where it fits in one task, else ENN); AP in :meth:`fit_cooccurrence`.
+        When the model is refined afterwards, AP (None or 'ap') rectifies the
+        anchor vocabulary only below 10,000 documents (:func:`jsmf_dask.fit`'s
+        ``anchor_words='auto'``; measured in the README).
     max_iter : int or None, default=None
         AP or ENN cycles. None: when the model is refined afterwards, 20 up to
         20 topics and 50 above (measured as good as 150 after refinement:
