@@ -385,6 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=parameter("fit", "iterations").parse, metavar="N",
                    help=f"AP cycles (default: {REFINED_FIT_ITERATIONS_SMALL_K} up to {REFINED_FIT_SMALL_K} topics, "
                    f"{REFINED_FIT_ITERATIONS} above: refine corrects the topics)")
+    p.add_argument("--anchor-words", type=parameter("fit", "anchor_words").parse, metavar="n",
+                   help="AP and the anchors on the n words of highest tf-idf only (default: auto, max(1000, 20 K) "
+                   "words below 10,000 documents, else every word; a number at least the vocabulary's size fits "
+                   "every word)")
     p.add_argument("--force", action="store_true", help="redo every stage")
     _add_cluster_options(p, overwrite=False)
 

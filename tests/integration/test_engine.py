@@ -37,6 +37,21 @@ def _B(root, name: str) -> np.ndarray:
     return open_model(str(root), name).arrays["B"]
 
 
+def test_topics_and_fit_take_the_same_anchor_vocabulary(tmp_path):
+    """`jsmf topics --anchor-words n` writes what `jsmf fit --anchor-words n` writes (refine after each)."""
+    four, one = str(tmp_path / "four"), str(tmp_path / "one")
+    for argv in (["ingest", four, str(REUTERS_DOCWORD), "--vocab-size", "500"],
+                 ["cooccur", four, "--validation", "0.05"],
+                 ["fit", four, "--topics", "3", "--iterations", "20", "--anchor-words", "100"],
+                 ["refine", four, "--model", "k3-ap"],
+                 ["topics", str(REUTERS_DOCWORD), "--topics", "3", "--out", one, "--vocab-size", "500",
+                  "--anchor-words", "100"]):
+        assert main([*argv, "--scheduler", "threads", "--quiet"]) == 0, argv
+    for name in ("k3-ap", "k3-ap-cvb0"):
+        np.testing.assert_allclose(_B(one, name), _B(four, name), rtol=0, atol=1e-10)
+    assert open_model(one, "k3-ap").attrs["anchor_words"]["n"] == 100
+
+
 @pytest.mark.slow
 def test_small_work_runs_on_threads_large_work_on_the_local_cluster_same_model(tmp_path, capsys, monkeypatch,
                                                                              local_clusters):
