@@ -40,7 +40,7 @@ from typing import Any
 
 from jsmf_dask._validation import name_problem
 from jsmf_dask.parameters import TOPICS_VOCAB_SIZE, stage_parameters
-from jsmf_dask.exceptions import JSMFError
+from jsmf_dask.exceptions import InvalidParameterError, JSMFError
 
 __all__ = ["ConfigError", "RunConfig", "load_run_config", "topics_config", "STAGES"]
 
@@ -123,6 +123,17 @@ def _check(where: str, table: dict, spec: dict, names: tuple[str, ...] = ()) -> 
             raise ConfigError(f"{where}: missing required key {key!r}")
 
 
+def _check_values(where: str, stage: str, table: dict) -> None:
+    """The ranges and choices of the parameter table for ``stage``'s keys, before anything runs."""
+    params = {p.config_key: p for p in stage_parameters(stage)}
+    for key, value in table.items():
+        if key in params:
+            try:
+                params[key].check(value, where, name=key)
+            except InvalidParameterError as err:
+                raise ConfigError(str(err)) from None
+
+
 def _resolve(base: Path, value: str) -> str:
     if "://" in value or os.path.isabs(value):
         return value
@@ -159,6 +170,7 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
             if not isinstance(table, dict):
                 raise ConfigError(f"{where}: must be a table")
             _check(where, table, _SPECS[name], _NAME_KEYS.get(name, ()))
+            _check_values(where, name, table)
         if name == "ingest":
             inputs = value["inputs"]
             if not inputs or not all(isinstance(x, str) for x in inputs):

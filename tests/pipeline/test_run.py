@@ -225,8 +225,13 @@ def test_cli_run_and_bad_config_exit_status(tmp_path, capsys):
     assert "missing.toml: no such config file" in capsys.readouterr().err
     (tmp_path / "bad.toml").write_text('root = "run"\n[[fit]]\ntopics = 1\n')
     assert main(["run", str(tmp_path / "bad.toml"), "--scheduler", "synchronous", "--quiet"]) == 1
-    assert "'n_topics' parameter of fit" in capsys.readouterr().err
-    assert listing(tmp_path) == sorted(before + ["bad.toml"])  # the failed fit left nothing behind
+    # checked with the config, before anything runs: the file, the table and the key
+    assert "The 'topics' parameter of " in (err := capsys.readouterr().err) and "bad.toml: [[fit]] #1 must be an int" \
+        in err
+    (tmp_path / "bad.toml").write_text('root = "run"\n[[fit]]\ntopics = 5\nanchor_words = "many"\n')
+    assert main(["run", str(tmp_path / "bad.toml"), "--scheduler", "synchronous", "--quiet"]) == 1
+    assert "The 'anchor_words' parameter of " in (err := capsys.readouterr().err) and "must be 'auto' or an int" in err
+    assert listing(tmp_path) == sorted(before + ["bad.toml"])  # nothing ran: nothing written
 
 
 def test_shipped_configs_are_valid():
