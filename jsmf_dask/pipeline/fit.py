@@ -35,10 +35,10 @@ from jsmf_dask.cluster import Work, choose_engine, killed_worker_message, pendin
 from jsmf_dask.exceptions import ClusterError, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_arrays
-from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, list_blocks, read_vocabulary, vocabulary_hash
+from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.eigen import top_eigenpairs
-from jsmf_dask.kernels.anchor_words import anchor_vocabulary, unrestricted_weights
+from jsmf_dask.kernels.anchor_words import unrestricted_weights
 from jsmf_dask.kernels.enn import checked_rows, enn_memory, enn_min_memory
 from jsmf_dask.kernels.recover import Recovered, recovered_topics
 from jsmf_dask.pipeline.fit_model import (
@@ -59,6 +59,7 @@ from jsmf_dask.pipeline.fit_plan import (
     dense_start_fits,
     fat_worker,
     in_task_memory,
+    plan_anchor_vocabulary,
 )
 from jsmf_dask.pipeline.fit_tiled import TiledAP, check_matrix, rectify_tiled
 from jsmf_dask.stages.cooccurrence import word_block_edges
@@ -313,37 +314,17 @@ def _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, so
 
 def _plan_anchor_words(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver, min_anchor_df,
                        seed, name, path, eig_tol, warm_start, overwrite, anchor_words, *, auto: bool) -> _Plan | None:
-    """:func:`_plan` of a fit on an anchor vocabulary: AP in one task on the block of the ``anchor_words`` words
-    of highest tf·idf. None (``auto``: fit every word) when fewer than K of them may be anchors, which an
-    explicit ``anchor_words`` is an error."""
-    refused = [why for asked, why in (
-        (store.compressed, f"{store.url} is compressed (no dense C to take the block from)"),
-        (rectifier not in (None, "ap"), f"rectifier={rectifier!r} was asked for (it needs AP)"),
-        (path == "tiled", "path='tiled' was asked for (the block is rectified in one task)"),
-        (warm_start is not None, "a warm start was given (its eigenvectors span every word)"),
-    ) if asked]
-    if refused:
-        raise InvalidParameterError(f"The 'anchor_words' parameter of fit ({anchor_words}) cannot be used: "
-                                    f"{'; '.join(refused)}. Leave it unset to fit on every word")
-    if anchor_words <= n_topics:
-        raise InvalidParameterError(f"The 'anchor_words' parameter of fit must be above n_topics={n_topics} (the "
-                                    f"block holds the {n_topics} anchors and the words they are told apart by). "
-                                    f"Got {anchor_words} instead.")
-    counts = read_vocabulary(corpus_dir(root))
-    vocabulary = anchor_vocabulary(np.asarray(counts.column("df")), np.asarray(counts.column("tf")),
-                                   sum(b.n_rows for b in list_blocks(corpus_dir(root))), anchor_words)
-    candidates = store.D1[:] >= min_anchor_df
-    if candidates[vocabulary].sum() < n_topics:
-        if auto:  # a tiny corpus whose highest tf·idf words are mostly in few documents
-            return None
-        raise InvalidParameterError(
-            f"only {int(candidates[vocabulary].sum())} of the {anchor_words} anchor words occur in at least "
-            f"min_anchor_df={min_anchor_df} documents; need at least n_topics={n_topics}. Lower min_anchor_df.")
+    """:func:`_plan` of a fit on an anchor vocabulary: AP in one task on its block (None: ``auto`` fits every
+    word, see :func:`~jsmf_dask.pipeline.fit_plan.plan_anchor_vocabulary`)."""
+    planned = plan_anchor_vocabulary(root, store, n_topics, anchor_words, min_anchor_df, rectifier=rectifier,
+                                     path=path, warm_start=warm_start, auto=auto)
+    if planned is None:
+        return None
+    vocabulary, candidates = planned
     name = name or default_name(n_topics, "ap")
     refuse_existing(model_path(root, name), overwrite=overwrite)
-    need = anchor_words_memory(store.n_words, anchor_words)
     reason = (f"AP on the block of the {vocabulary.size} words of highest tf-idf (anchor_words), in one task "
-              f"(about {need / 2**30:.2f} GiB)")
+              f"(about {anchor_words_memory(store.n_words, vocabulary.size) / 2**30:.2f} GiB)")
     params = RectifyParams(n_topics, "ap", iterations, tol, end_with, eig_tol, seed, anchor_words=vocabulary)
     return _Plan(root, store, words, name, params, "in-task", reason, candidates, min_anchor_df, solver, None,
                  overwrite)

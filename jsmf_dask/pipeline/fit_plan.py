@@ -6,20 +6,55 @@ The in-task path needs about ``2.5 · 8N²`` bytes in one task
 tiled path one tile per task. :func:`choose_path` picks one for
 ``path='auto'`` from the largest worker's memory limit (or the planned limit
 of a LocalCluster not started yet); the others check that the worker chosen
-holds what its task needs, before anything runs.
+holds what its task needs, before anything runs. A fit on an anchor vocabulary
+(:func:`plan_anchor_vocabulary`) runs in one task of :func:`anchor_words_memory`.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import psutil
 
 from jsmf_dask.cluster import registered_workers
-from jsmf_dask.exceptions import ClusterError, StoreError
+from jsmf_dask.exceptions import ClusterError, InvalidParameterError, StoreError
+from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_vocabulary
+from jsmf_dask.kernels.anchor_words import anchor_vocabulary
 from jsmf_dask.kernels.eigen import cold_start_memory
 from jsmf_dask.kernels.enn import enn_min_memory
 
-__all__ = ["in_task_memory", "anchor_words_memory", "IN_TASK_SHARE", "largest_memory", "fat_worker", "concurrent_in_task_fits", "check_low_rank_memory", "dense_start_fits",
+__all__ = ["in_task_memory", "anchor_words_memory", "plan_anchor_vocabulary", "IN_TASK_SHARE", "largest_memory", "fat_worker", "concurrent_in_task_fits", "check_low_rank_memory", "dense_start_fits",
            "choose_path"]
+
+
+def plan_anchor_vocabulary(root: str, store, n_topics: int, anchor_words: int, min_anchor_df: int, *,
+                           rectifier: str | None, path: str, warm_start, auto: bool) -> tuple | None:
+    """The anchor vocabulary of a fit (its ``anchor_words`` words of highest tf·idf, sorted) and the anchor
+    candidates (every word's ``D1 >= min_anchor_df``), each request checked; None where ``auto`` fits every word
+    instead: fewer than K of those words may be anchors (an explicit ``anchor_words`` raises)."""
+    refused = [why for asked, why in (
+        (store.compressed, f"{store.url} is compressed (no dense C to take the block from)"),
+        (rectifier not in (None, "ap"), f"rectifier={rectifier!r} was asked for (it needs AP)"),
+        (path == "tiled", "path='tiled' was asked for (the block is rectified in one task)"),
+        (warm_start is not None, "a warm start was given (its eigenvectors span every word)"),
+    ) if asked]
+    if refused:
+        raise InvalidParameterError(f"The 'anchor_words' parameter of fit ({anchor_words}) cannot be used: "
+                                    f"{'; '.join(refused)}. Leave it unset to fit on every word")
+    if anchor_words <= n_topics:
+        raise InvalidParameterError(f"The 'anchor_words' parameter of fit must be above n_topics={n_topics} (the "
+                                    f"block holds the {n_topics} anchors and the words they are told apart by). "
+                                    f"Got {anchor_words} instead.")
+    counts = read_vocabulary(corpus_dir(root))
+    vocabulary = anchor_vocabulary(np.asarray(counts.column("df")), np.asarray(counts.column("tf")),
+                                   sum(b.n_rows for b in list_blocks(corpus_dir(root))), anchor_words)
+    candidates = store.D1[:] >= min_anchor_df
+    if candidates[vocabulary].sum() < n_topics:
+        if auto:  # a tiny corpus whose highest tf·idf words are mostly in few documents
+            return None
+        raise InvalidParameterError(
+            f"only {int(candidates[vocabulary].sum())} of the {anchor_words} anchor words occur in at least "
+            f"min_anchor_df={min_anchor_df} documents; need at least n_topics={n_topics}. Lower min_anchor_df.")
+    return vocabulary, candidates
 
 
 def anchor_words_memory(n_words: int, anchor_words: int) -> int:
