@@ -175,8 +175,8 @@ def fit(
         store, without ``warm_start``; None (default) or at least N: every
         word. ``'auto'``: :func:`~jsmf_dask.parameters.auto_anchor_words` of
         K and C's documents (max(1000, 20 K) words below 10,000 documents,
-        else every word; every word too where fewer than K of those words
-        may be anchors), what ``jsmf topics``, ``jsmf run`` and the estimator
+        else every word; every word too where the fit asked for cannot take
+        one or fewer than K of those words may be anchors), what ``jsmf topics``, ``jsmf run`` and the estimator
         pass when refine follows (see the README for the measurements). The
         model keeps the vocabulary (``anchor_words``) and its block's
         rectified C.

@@ -30,13 +30,16 @@ def plan_anchor_vocabulary(root: str, store, n_topics: int, anchor_words: int, m
                            rectifier: str | None, path: str, warm_start, auto: bool) -> tuple | None:
     """The anchor vocabulary of a fit (its ``anchor_words`` words of highest tf·idf, sorted) and the anchor
     candidates (every word's ``D1 >= min_anchor_df``), each request checked; None where ``auto`` fits every word
-    instead: fewer than K of those words may be anchors (an explicit ``anchor_words`` raises)."""
+    instead: the fit asked for cannot take one (a compressed store, another rectifier, the tiled path, a warm
+    start), or fewer than K of those words may be anchors (an explicit ``anchor_words`` raises)."""
     refused = [why for asked, why in (
         (store.compressed, f"{store.url} is compressed (no dense C to take the block from)"),
         (rectifier not in (None, "ap"), f"rectifier={rectifier!r} was asked for (it needs AP)"),
         (path == "tiled", "path='tiled' was asked for (the block is rectified in one task)"),
         (warm_start is not None, "a warm start was given (its eigenvectors span every word)"),
     ) if asked]
+    if refused and auto:
+        return None
     if refused:
         raise InvalidParameterError(f"The 'anchor_words' parameter of fit ({anchor_words}) cannot be used: "
                                     f"{'; '.join(refused)}. Leave it unset to fit on every word")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import dask
 import numpy as np
 import pytest
@@ -36,6 +38,21 @@ def reuters(tmp_path_factory):
         ingest(root / "compressed", [str(REUTERS_DOCWORD)], vocab_size=800, row_group_size=70)
         summary = cooccur(root / "compressed", rank=12, eig_tol=1e-10)
     return root, summary
+
+
+def test_auto_anchor_words_fit_every_word_of_a_compressed_store(reuters, tmp_path, monkeypatch):
+    """``anchor_words='auto'`` (what the estimator and `jsmf run` pass where refine follows) is ENN on every word
+    of a compressed store, where an explicit vocabulary is refused."""
+    from jsmf_dask import parameters
+
+    monkeypatch.setattr(parameters, "AUTO_ANCHOR_WORDS_MIN", 100)  # below the 800 words: 'auto' would apply
+    root, _ = reuters
+    copy = tmp_path / "compressed"
+    shutil.copytree(root / "compressed", copy, ignore=shutil.ignore_patterns("model.zarr", "topics"))
+    fitted = fit(copy, n_topics=5, iterations=3, anchor_words="auto")
+    assert fitted.attrs["params"]["rectifier"] == "enn" and "anchor_words" not in fitted.attrs
+    with pytest.raises(InvalidParameterError, match=r"cannot be used: .*compressed"):
+        fit(copy, n_topics=5, iterations=3, anchor_words=100, name="explicit")
 
 
 def test_compressed_operator_equals_the_dense_product(reuters):
