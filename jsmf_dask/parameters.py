@@ -20,7 +20,7 @@ from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError
 
 __all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_options", "INPUT_FORMATS",
-           "STRIPS", "SYNTH_PRIORS", "SYNTH_TOPICS_FROM", "compare_methods", "REFINED_FIT_ITERATIONS", "refined_fit_iterations", "AUTO_ANCHOR_WORDS_PER_TOPIC", "AUTO_ANCHOR_WORDS_MIN", "AUTO_ANCHOR_WORDS_MAX_DOCS", "auto_anchor_words", "anchor_words_apply", "CHOOSE_K_ITERATIONS", "CHOOSE_K_SWEEPS", "CHOOSE_K_EIG_TOL", "TOPICS_VOCAB_SIZE"]
+           "STRIPS", "SYNTH_PRIORS", "SYNTH_TOPICS_FROM", "compare_methods", "REFINED_FIT_ITERATIONS", "refined_fit_iterations", "AUTO_ANCHOR_WORDS_PER_TOPIC", "AUTO_ANCHOR_WORDS_MIN", "AUTO_ANCHOR_WORDS_MAX_DOCS", "auto_anchor_words", "CHOOSE_K_ITERATIONS", "CHOOSE_K_SWEEPS", "CHOOSE_K_EIG_TOL", "TOPICS_VOCAB_SIZE"]
 
 #: AP/ENN cycles of a fit that ``refine`` corrects afterwards (``jsmf run`` when a refine table names the
 #: fit, ``jsmf topics``, the estimator), in place of the paper's 150 where the spectral model is the result:
@@ -59,13 +59,6 @@ def auto_anchor_words(n_topics: int, n_docs: int) -> int | None:
     if n_docs >= AUTO_ANCHOR_WORDS_MAX_DOCS:
         return None
     return max(AUTO_ANCHOR_WORDS_MIN, AUTO_ANCHOR_WORDS_PER_TOPIC * n_topics)
-
-
-def anchor_words_apply(fit_kwargs: dict, compressed: bool) -> bool:
-    """Whether a fit that refine follows takes ``anchor_words='auto'`` (:func:`auto_anchor_words`): AP (asked for or
-    the default) on a dense store, on no tiled path and from no warm start."""
-    return (not compressed and fit_kwargs.get("rectifier") in (None, "ap") and fit_kwargs.get("path") != "tiled"
-            and fit_kwargs.get("warm_start") is None)
 
 
 def refined_fit_iterations(n_topics: int) -> int:

@@ -22,7 +22,7 @@ from jsmf_dask.kernels.factorize import find_anchors, recover, recover_low_rank,
 from jsmf_dask.kernels.infer import document_topics, model_prior
 from jsmf_dask.kernels.law import law_anchors, law_coordinates
 from jsmf_dask.kernels.variational import document_bound, e_step
-from jsmf_dask.parameters import PARAMETERS, anchor_words_apply, parameter, refined_fit_iterations
+from jsmf_dask.parameters import PARAMETERS, parameter, refined_fit_iterations
 from jsmf_dask.pipeline.matrix import is_dask_array
 from jsmf_dask.stages.rectify import in_task_blas_threads
 
@@ -294,7 +294,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
             root, n_topics=self.n_components, rectifier=self.rectifier, iterations=self._cycles, tol=self.tol,
             end_with=self.end_with, solver=self.solver, min_anchor_df=self.min_anchor_df,
             seed=self.random_state or 0, name=name, overwrite=overwrite,
-            anchor_words="auto" if self.refine and anchor_words_apply({"rectifier": self.rectifier}, False) else None,
+            anchor_words="auto" if self.refine else None,
         )
         refined = None
         if self.refine:

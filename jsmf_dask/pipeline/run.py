@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jsmf_dask.parameters import anchor_words_apply, parameter, refined_fit_iterations
+from jsmf_dask.parameters import parameter, refined_fit_iterations
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
@@ -143,8 +143,7 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
                                                       kwargs.get("rectifier", "enn" if compressed else "ap")))
         if name in refined:  # refine corrects the topics: the fit needs fewer cycles, and AP only the anchor words
             kwargs.setdefault("iterations", refined_fit_iterations(kwargs["n_topics"]))
-            if anchor_words_apply(kwargs, compressed):
-                kwargs.setdefault("anchor_words", "auto")
+            kwargs.setdefault("anchor_words", "auto")  # every word where the fit cannot take a vocabulary
 
         def fit_action(kwargs=kwargs) -> list[str]:
             result = fit(root, overwrite=True, on_cycle=on_cycle, **kwargs)
