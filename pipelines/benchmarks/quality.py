@@ -33,7 +33,9 @@ synthetic corpora ``lda-20k`` (M 20k, N 5k, K 20) and ``lda-100k`` (M 100k, N 5k
 ``baskets-20k``: 20k baskets of 2–10 items drawn from a known LDA model (300 items, K 10, α 0.1,
 topics from a Dirichlet(0.05)), ingested as ``--format baskets``; ``nips-chunks``: the shipped NIPS papers
 cut into documents of 600 words (a paper's last piece kept from 200 words; 9,118 documents), a real text
-corpus between the shipped ones' sizes and 10,000 documents.
+corpus between the shipped ones' sizes and 10,000 documents; ``nips-chunks-300``: the same cut into 300 words
+(last piece from 100 words; 18,233 documents), real text above 10,000 documents, where the default route fits
+every word.
 Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
 corpus (held-out perplexity against seconds) into ``--out``.
 
@@ -58,6 +60,8 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = {"nips-papers": REPO / "pipelines" / "data" / "nips12-raw" / "nipstxt.tar.xz",
            "reuters": REPO / "tests" / "data" / "reuters395" / "docword.reuters395.txt.gz"}
 SYNTHETIC = {"lda-20k": (20000, 5000, 20), "lda-100k": (100000, 5000, 50)}
+#: name → (words per document, shortest last piece) of the NIPS papers cut into pieces.
+CHUNKS = {"nips-chunks": (600, 200), "nips-chunks-300": (300, 100)}
 #: Short documents from a known model: (baskets, items, K, shortest, longest basket).
 BASKETS = {"baskets-20k": (20000, 300, 10, 2, 10)}
 REFINES = {
@@ -86,7 +90,7 @@ def _ingest_kwargs(name: str, data: Path) -> dict | None:
     return None
 
 
-def _write_chunks(path: Path, words: int = 600, shortest: int = 200) -> None:
+def _write_chunks(path: Path, words: int, shortest: int) -> None:
     """The shipped NIPS papers as JSONL documents of ``words`` whitespace-separated words (id ``paper#piece``)."""
     import json
     import tarfile
@@ -127,9 +131,9 @@ def ingest_corpus(name: str, root: str, out: Path, data: Path):
         m, n, k = SYNTHETIC[name]
         synth(root, n_docs=m, n_words=n, n_topics=k, doc_length=200, seed=1, topics_from="dirichlet", overwrite=True)
         return read_truth(root)["B"]
-    if name == "nips-chunks":
-        path = out / "nips-chunks.jsonl"
-        _write_chunks(path)
+    if name in CHUNKS:
+        path = out / f"{name}.jsonl"
+        _write_chunks(path, *CHUNKS[name])
         ingest(root, [str(path)], format="text", id_column="id", vocab_size=5000, overwrite=True)
         return None
     if name in BASKETS:
@@ -341,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = []
     for name in args.corpora.split(","):
-        if name not in SYNTHETIC and name not in BASKETS and _ingest_kwargs(name, Path(args.data)) is None:
+        if name not in {**SYNTHETIC, **BASKETS, **CHUNKS} and _ingest_kwargs(name, Path(args.data)) is None:
             print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
             continue
         topics = [SYNTHETIC[name][2]] if name in SYNTHETIC else [BASKETS[name][2]] if name in BASKETS else \
