@@ -294,7 +294,7 @@ def test_driver_killed_mid_run_on_the_cluster_resumes_and_matches(real_cluster, 
 @pytest.mark.slow
 def test_stages_wait_for_a_worker_that_arrives_late(bare_scheduler, corpus, tmp_path, capsys):
     """fit, refine, evaluate and a resumed `jsmf run` started with no worker registered: each waits (and says so)
-    for one that arrives 5 s later, and gives the embedded cluster's results."""
+    for one that arrives 2.5 s later, and gives the embedded cluster's results."""
     import shutil
 
     from jsmf_dask import open_model
@@ -323,14 +323,14 @@ def test_stages_wait_for_a_worker_that_arrives_late(bare_scheduler, corpus, tmp_
     capsys.readouterr()
     for argv in commands:
         stop_workers()  # none registered when the command starts
-        timer = threading.Timer(5.0, start_worker)
+        timer = threading.Timer(2.5, start_worker)
         timer.start()
         t0 = time.monotonic()
         try:
             assert main([*argv, "--scheduler", address]) == 0, capsys.readouterr().err
         finally:
             timer.join()
-        assert time.monotonic() - t0 >= 5.0
+        assert time.monotonic() - t0 >= 2.5
         assert f"waiting for 1 worker(s) to register with {address}" in capsys.readouterr().err
     for name in ("k6-ap", "k6-ap-cvb0"):
         np.testing.assert_allclose(open_model(root, name).arrays["B"], open_model(str(corpus), name).arrays["B"],
