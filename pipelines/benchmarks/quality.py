@@ -34,7 +34,7 @@ synthetic corpora ``lda-20k`` (M 20k, N 5k, K 20) and ``lda-100k`` (M 100k, N 5k
 topics from a Dirichlet(0.05)), ingested as ``--format baskets``; ``nips-chunks``: the shipped NIPS papers
 cut into documents of 600 words (a paper's last piece kept from 200 words; 9,118 documents), a real text
 corpus between the shipped ones' sizes and 10,000 documents; ``nips-chunks-300``: the same cut into 300 words
-(last piece from 100 words; 18,233 documents), real text above 10,000 documents, where the default route fits
+(last piece from 100 words; 17,954 documents), real text above 10,000 documents, where the default route fits
 every word.
 Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
 corpus (held-out perplexity against seconds) into ``--out``.
