@@ -217,7 +217,8 @@ MODEL_LAYOUT: dict[str, Any] = {
                                    "correction_sum, correction_nnz, shift, eig_residual, n_matmat, seconds; "
                                    "refined models: bound_per_word (VB: the bound per token; CVB0: the training "
                                    "log likelihood per token), relative_change (of the word-topic counts), "
-                                   "inner_iterations, seconds, alpha_sum, eta (one per sweep), "
+                                   "inner_iterations, seconds, alpha_sum, eta, overrelaxation (the step the "
+                                   "next counts took along the sweep's update, 1: plain; one per sweep), "
                                    "validation_perplexity (entering each sweep, then of the final topics; NaN "
                                    "without validation documents)"},
         "alpha": {"dtype": "float64", "shape": ["K"],

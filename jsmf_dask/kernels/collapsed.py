@@ -48,7 +48,7 @@ from scipy.special import psi
 from jsmf_dask.kernels._cvb0_loop import cvb0_loop
 
 __all__ = ["CVB0Result", "cvb0_step", "draw_seeds", "initial_doc_topic", "collapsed_topics", "collapsed_theta",
-           "minka_alpha_step", "learn_alpha", "learn_eta", "ALPHA_BOUNDS", "ETA_BOUNDS"]
+           "overrelaxed_counts", "minka_alpha_step", "learn_alpha", "learn_eta", "ALPHA_BOUNDS", "ETA_BOUNDS"]
 
 #: Learned priors are kept in these ranges (a fixed point can run off to 0 on degenerate counts).
 ALPHA_BOUNDS = (1e-4, 1e2)
@@ -176,6 +176,18 @@ def collapsed_topics(word_topic: np.ndarray, eta: float) -> np.ndarray:
     """``φ = (W + η)/(T + Nη)``: the topics (N×K, columns sum to 1) of expected counts ``W``."""
     smoothed = np.asarray(word_topic, dtype=np.float64) + eta
     return smoothed / smoothed.sum(axis=0, keepdims=True)
+
+
+def overrelaxed_counts(word_topic: np.ndarray, updated: np.ndarray, step: float) -> np.ndarray:
+    """``max(W + s (W' − W), 0)``: the counts moved ``step`` times a sweep's update ``W' − W`` (over-relaxation).
+
+    ``step`` 1 is the sweep's own ``W'``; above 1 it goes on along the update,
+    which a fixed-point iteration that creeps along one direction (CVB0 from a
+    spectral start, on real text) takes many sweeps to travel. Counts that would
+    turn negative are 0.
+    """
+    word_topic = np.asarray(word_topic, dtype=np.float64)
+    return np.maximum(word_topic + step * (np.asarray(updated, dtype=np.float64) - word_topic), 0.0)
 
 
 def collapsed_theta(doc_topic: np.ndarray, alpha: np.ndarray) -> np.ndarray:

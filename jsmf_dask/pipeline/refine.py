@@ -361,6 +361,7 @@ def refine(
             "validation_perplexity": np.array(validation_curve),  # entering sweep 1, 2, …, then the final state
             "alpha_sum": np.array([r.alpha_sum for r in records]),
             "eta": np.array([r.eta for r in records]),
+            "overrelaxation": np.array([r.step for r in records]),  # CVB0's step after each sweep
         }
         zarr.open_group(zarr_store(tmp), mode="a", zarr_format=3)
         arrays = {"anchors": np.zeros(0, dtype=np.int64), "B": B, "A": A, "p_word": p_word, "alpha": params.alpha,

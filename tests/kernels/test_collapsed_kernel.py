@@ -26,6 +26,7 @@ from jsmf_dask.kernels.collapsed import (
     learn_alpha,
     learn_eta,
     minka_alpha_step,
+    overrelaxed_counts,
 )
 from tests.conftest import examples
 
@@ -262,3 +263,24 @@ def test_minka_recovers_a_known_eta():
     B = rng.dirichlet(np.full(500, eta), size=20).T
     W = np.column_stack([rng.multinomial(20000, B[:, t]) for t in range(20)]).astype(float)
     assert abs(learn_eta(W, 0.01) - eta) / eta < 0.1
+
+
+def test_overrelaxed_counts_by_hand():
+    W = np.array([[1.0, 2.0], [3.0, 0.0]])
+    updated = np.array([[2.0, 1.0], [3.0, 1.0]])
+    np.testing.assert_array_equal(overrelaxed_counts(W, updated, 1.0), updated)
+    # W + 2 (W' − W): 1 + 2·1, 2 − 2·1, 3 + 0, 0 + 2·1
+    np.testing.assert_array_equal(overrelaxed_counts(W, updated, 2.0), [[3.0, 0.0], [3.0, 2.0]])
+    # 2 − 3·1 would be −1: counts stay non-negative
+    np.testing.assert_array_equal(overrelaxed_counts(W, updated, 3.0), [[4.0, 0.0], [3.0, 3.0]])
+
+
+@given(st.integers(0, 2**32 - 1), st.floats(1.0, 10.0))
+@settings(max_examples=examples(50), deadline=None)
+def test_overrelaxed_counts_are_non_negative_and_on_the_update_line(seed, step):
+    rng = np.random.default_rng(seed)
+    W, updated = rng.gamma(0.5, size=(2, 30, 4))
+    moved = overrelaxed_counts(W, updated, step)
+    assert (moved >= 0).all()
+    inside = W + step * (updated - W) >= 0
+    np.testing.assert_allclose(moved[inside], (W + step * (updated - W))[inside], rtol=1e-15, atol=1e-15)

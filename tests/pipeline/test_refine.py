@@ -14,6 +14,7 @@ from jsmf_dask.kernels.metrics import match_topics
 from jsmf_dask.pipeline.infer import read_doc_topics
 from jsmf_dask.pipeline.refine import REFIT_SWEEPS, refine
 from jsmf_dask.pipeline.refine_candidates import choice_line
+from jsmf_dask.pipeline.refine_sweeps import IMPROVEMENT
 from jsmf_dask.pipeline.synth import read_truth
 from tests.conftest import listing
 
@@ -266,6 +267,34 @@ def test_cvb0_beats_vb_and_the_spectral_start_on_a_plain_lda_corpus(plain_lda_ro
     assert cvb0 < vb < spectral, (cvb0, vb, spectral)
 
 
+def test_overrelaxed_sweeps_reach_the_plain_sweeps_likelihood_in_half_the_sweeps(plain_lda_root, monkeypatch):
+    """The same start, priors and 30 sweeps, over-relaxed (the default) and plain (a largest step of 1): the
+    over-relaxed run's training likelihood comes within 1e-4 per token of the plain run's last in at most half the
+    sweeps the plain run takes to, and it ends no worse on the held-out documents (measured: 7 sweeps against
+    15; held-out perplexity 47.3208 against 47.3211)."""
+    import jsmf_dask.pipeline.refine_sweeps as sweeps_module
+
+    common = {"model": "ap", "sweeps": 30, "tol": None, "alpha": 0.1, "eta": 0.05, "validation": 0,
+              "refit": "never", "drawn_sweeps": 0}
+    relaxed = refine(plain_lda_root, name="relaxed", **common)
+    largest = sweeps_module.OVERRELAX_MAX_STEP
+    monkeypatch.setattr(sweeps_module, "OVERRELAX_MAX_STEP", 1.0)
+    plain = refine(plain_lda_root, name="plain", **common)
+    steps = {n: open_model(plain_lda_root, n).trace["overrelaxation"] for n in ("relaxed", "plain")}
+    assert (steps["plain"] == 1.0).all() and steps["relaxed"].shape == (30,)
+    assert steps["relaxed"][0] == 1.0 and steps["relaxed"].max() == largest
+    target = plain.trace["bound_per_word"][-1] - 1e-4
+
+    def sweeps_to_target(r):
+        return int(np.argmax(r.trace["bound_per_word"] >= target)) + 1
+
+    assert (plain.trace["bound_per_word"] >= target).any()
+    assert 2 * sweeps_to_target(relaxed) <= sweeps_to_target(plain), (sweeps_to_target(relaxed),
+                                                                      sweeps_to_target(plain))
+    final = {n: open_model(plain_lda_root, n).attrs["heldout"]["final_perplexity"] for n in ("relaxed", "plain")}
+    assert final["relaxed"] <= final["plain"] * (1 + 1e-4), final
+
+
 def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     r = refine(plain_lda_root, model="ap", method="cvb0", sweeps=40, tol=1e-12, alpha="auto", eta="auto",
                name="learned", refit="never")  # validation: the store's 0.05
@@ -274,7 +303,7 @@ def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     curve = m.trace["validation_perplexity"]
     assert curve.shape == (r.n_iter + 1,) and np.isfinite(curve).all()
     if m.attrs["stopped"] == "validation":  # the last PATIENCE scores did not beat the best before them
-        assert r.n_iter < 40 and curve[:-1][-3:].min() > curve[:-4].min() * (1 - 1e-3)
+        assert r.n_iter < 40 and curve[:-1][-3:].min() > curve[:-4].min() * (1 - IMPROVEMENT)
     assert curve[-1] < curve[0]  # unseen by the start and by refine: an honest gain
     alpha = m.arrays["alpha"]
     assert alpha.shape == (5,) and (alpha > 0).all() and not np.allclose(alpha, alpha[0])  # asymmetric
