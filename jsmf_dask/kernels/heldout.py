@@ -23,7 +23,7 @@ import scipy.sparse as sps
 
 from jsmf_dask.kernels.variational import e_step
 
-__all__ = ["DocumentSplit", "doc_hashes", "heldout_mask", "validation_mask", "sample_mask", "split_tokens", "document_completion", "completion_log_likelihood", "PROBABILITY_FLOOR"]
+__all__ = ["DocumentSplit", "doc_hashes", "heldout_mask", "validation_mask", "sample_mask", "doc_groups", "split_tokens", "document_completion", "completion_log_likelihood", "PROBABILITY_FLOOR"]
 
 _PERSON = b"jsmf-heldout"
 PROBABILITY_FLOOR = 1e-12  # a scored word no topic can produce (it never occurred in training) scores this
@@ -66,6 +66,19 @@ def sample_mask(hashes: np.ndarray, fraction: float) -> np.ndarray:
     if fraction >= 1:
         return np.ones(len(hashes), dtype=bool)
     return _position(_mix(hashes)) < fraction
+
+
+#: Remixes a document's hash before :func:`doc_groups` takes it modulo the groups, so that the groups are
+#: independent of :func:`sample_mask`'s sample (which reads the top bits of the hash mixed once).
+_GROUP_SALT = np.uint64(0x6A09E667F3BCC909)
+
+
+def doc_groups(hashes: np.ndarray, n_groups: int) -> np.ndarray:
+    """Each document's group, 0 ≤ g < ``n_groups``, by id alone (:func:`doc_hashes`), about equal in size and
+    independent of the splits and of :func:`sample_mask`: the same whichever block a document is read in."""
+    if n_groups <= 1:
+        return np.zeros(len(hashes), dtype=np.int64)
+    return (_mix(np.asarray(hashes, dtype=np.uint64) ^ _GROUP_SALT) % np.uint64(n_groups)).astype(np.int64)
 
 
 @dataclass(frozen=True)

@@ -40,12 +40,7 @@ from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_v
 from jsmf_dask.kernels.metrics import topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics
 from jsmf_dask.kernels.heldout import DocumentSplit
-from jsmf_dask.kernels.variational import (
-    moment_alpha,
-    topic_bound,
-    topic_shares,
-    topics_from_model,
-)
+from jsmf_dask.kernels.variational import moment_alpha, topic_bound, topic_shares, topics_from_model
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
@@ -54,6 +49,7 @@ from jsmf_dask.pipeline.refine_candidates import choose, eta_text
 from jsmf_dask.stages.refine import METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_sweeps import (
     IMPROVEMENT,
+    SWEEP_GROUPS,
     SweepRecord,
     prepared_blocks,
     run_sweeps,
@@ -275,7 +271,7 @@ def refine(
         params = SweepParams(len(words), method, alpha_vec, eta_now, split, inner_iterations, inner_tol,
                              learn_alpha=alpha == "auto" and method == "cvb0",
                              alpha_sample=_sample_fraction(ALPHA_SAMPLE_DOCS, n_rows * trained),
-                             validation_sample=scored)
+                             validation_sample=scored, groups=SWEEP_GROUPS if method == "cvb0" else 1)
         return topics_from_model(B0, shares, tokens * trained, 0.0), params
 
     etas = list(eta) if isinstance(eta, list | tuple) else [eta]

@@ -2,7 +2,8 @@
 
 Each sweep is one pass over the Parquet row groups (:mod:`jsmf_dask.stages.refine`) whose tree sum is the
 next word–topic counts ``W``; between sweeps the driver updates learned priors (Minka's fixed points) and
-checks the stops (``tol``, the validation documents' perplexity); CVB0's soft sweeps are over-relaxed
+checks the stops (``tol``, the validation documents' perplexity); CVB0's sweeps after the first visit the
+documents in groups, ``W`` refreshed after each (:data:`SWEEP_GROUPS`), and its soft sweeps are over-relaxed
 (:class:`Overrelaxation`). :func:`run_sweeps` runs the loop twice
 in a refine with a refit: once to choose a state, then a few sweeps on from it on the training and
 validation documents;
@@ -24,12 +25,12 @@ import numpy as np
 from jsmf_dask import _progress
 from jsmf_dask.cluster import total_memory
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step, overrelaxed_counts
-from jsmf_dask.kernels.variational import dirichlet_expectation, topic_bound
-from jsmf_dask.stages.refine import SweepParams, gamma_dir, prepare_tasks, sweep_tasks
+from jsmf_dask.kernels.variational import topic_bound
+from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, prepare_tasks, shared_state, sweep_tasks
 
 __all__ = ["SweepRecord", "SweepRun", "Overrelaxation", "run_sweeps", "run_together", "sweep_loop", "shared_arrays",
            "validation_perplexity", "prepared_blocks", "PATIENCE", "IMPROVEMENT", "OVERRELAX_GROWTH",
-           "OVERRELAX_MAX_STEP"]
+           "OVERRELAX_MAX_STEP", "SWEEP_GROUPS"]
 
 
 #: Refine stops when ``PATIENCE`` sweeps improve the best validation perplexity before them by less than
@@ -51,6 +52,15 @@ IMPROVEMENT = 5e-4
 #: ended one run after 18 sweeps, +1.7% above Gibbs) and one corpus did not choose between 1.5 and 1.2.
 OVERRELAX_GROWTH = 1.2
 OVERRELAX_MAX_STEP = 5.0
+
+#: CVB0's sweeps after the first visit the training documents in this many groups by id
+#: (:func:`~jsmf_dask.kernels.heldout.doc_groups`), one after another, ``W`` refreshed after each: the
+#: incremental EM of Neal & Hinton (1998, "A view of the EM algorithm that justifies incremental, sparse, and
+#: other variants"), the batch counterpart of stochastic CVB0's frequent updates (Foulds et al. 2013). A group's
+#: counts from its last visit are replaced by its new ones, so ``W`` is always the sum of every document's
+#: latest expected counts; the groups depend on the documents' ids alone, so the model does not depend on the
+#: row groups or the cluster.
+SWEEP_GROUPS = 4
 
 
 @dataclass
@@ -123,15 +133,19 @@ class Overrelaxation:
         self.step = 1.0
         self.previous: float | None = None  # training log likelihood of the last sweep's incoming state
 
-    def next_counts(self, counts: np.ndarray, updated: np.ndarray, entering: float) -> tuple[np.ndarray, float]:
-        """The counts the next sweep starts from, after a sweep took ``counts`` (whose training log likelihood
-        per token is ``entering``) to ``updated``; and the step taken (1: ``updated`` itself)."""
+    def next_counts(self, counts: list[np.ndarray], updated: list[np.ndarray],
+                    entering: float) -> tuple[list[np.ndarray], float]:
+        """The counts the next sweep starts from, group by group (:data:`SWEEP_GROUPS`: their sum is ``W``),
+        after a sweep took ``counts`` (whose training log likelihood per token is ``entering``) to
+        ``updated``; and the step taken (1: ``updated`` itself)."""
         if self.previous is None or (self.step > 1.0 and entering < self.previous):
             self.step = 1.0
         else:
             self.step = min(self.step * self.growth, self.max_step)
         self.previous = entering
-        return (overrelaxed_counts(counts, updated, self.step) if self.step > 1.0 else updated), self.step
+        if self.step == 1.0:
+            return list(updated), 1.0
+        return [overrelaxed_counts(c, u, self.step) for c, u in zip(counts, updated, strict=True)], self.step
 
 
 def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, **kwargs) -> SweepRun:
@@ -187,12 +201,18 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     best_sweep = None
     total = None
     relaxation = Overrelaxation(OVERRELAX_GROWTH, OVERRELAX_MAX_STEP)
+    n_groups = params.groups
+    parts = None  # each group's counts from its last visit (their sum is ``counts``); none before the first sweep
     for i in range(sweeps):
         t0 = time.perf_counter()
         s = first + i
         swept = replace(params, drawn_sweep=i + 1) if i < drawn else params
-        total = yield sweep_tasks(prepared(), swept, shared_arrays(method, counts, params.eta),
-                                  None if i == 0 else gamma_dir(scratch, s - 1), gamma_dir(scratch, s), sweep=s)
+        # the first sweep visits every group from the start's W (no group has counts of its own yet), each later
+        # one visits them in turn, W refreshed after each
+        got = yield sweep_tasks(prepared, swept, counts, parts if n_groups > 1 else None,
+                                None if i == 0 else gamma_dir(scratch, s - 1), gamma_dir(scratch, s), sweep=s)
+        visited = [part.counts for part in got]
+        total = add_sums(*got)
         if total.n_docs == 0:
             break
         if method == "vb":
@@ -206,9 +226,10 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
             best = (scored, i + 1, counts, params, (total.valid_doc_loglik, total.valid_doc_tokens))
         step = 1.0
         if method == "cvb0" and i >= drawn:
-            counts, step = relaxation.next_counts(counts, total.counts, entering)
+            parts, step = relaxation.next_counts(parts if parts is not None else [counts], visited, entering)
         else:
-            counts = total.counts
+            parts = visited
+        counts = parts[0] if n_groups == 1 else np.sum(parts, axis=0)
         rec = SweepRecord(i + 1, sweeps, entering, change, total.iterations / total.n_docs,
                           time.perf_counter() - t0, scored, float(params.alpha.sum()), params.eta,
                           collapsed_topics(total.counts, params.eta), phase, i < drawn, candidate, step)
@@ -233,11 +254,8 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
 
 
 def shared_arrays(method: str, counts: np.ndarray, eta: float):
-    """The arrays every task of a sweep reads, in the graph (a task that must rerun can always get them):
-    what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])`` of ``λ = η + W``) and the topics the
-    validation documents are scored under."""
-    update_from = counts if method == "cvb0" else np.exp(dirichlet_expectation(eta + counts, axis=0))
-    return dask.delayed((update_from, collapsed_topics(counts, eta)), pure=True)
+    """:func:`~jsmf_dask.stages.refine.shared_state` in the graph (a task that must rerun can always get it)."""
+    return dask.delayed(shared_state(method, counts, eta), pure=True)
 
 
 def validation_perplexity(total) -> float:
@@ -262,21 +280,24 @@ PREPARED_BYTES_PER_NONZERO = 24
 
 
 @contextlib.contextmanager
-def prepared_blocks(blocks: list, params: SweepParams, nnz: int) -> Iterator[Callable[[], list]]:
-    """Yield what gives each sweep its blocks' :class:`~jsmf_dask.stages.refine.PreparedBlock` tasks.
+def prepared_blocks(blocks: list, params: SweepParams, nnz: int) -> Iterator[Callable[[int], list]]:
+    """Yield what gives each sweep its blocks' :class:`~jsmf_dask.stages.refine.PreparedBlock` tasks, by the
+    group of documents that reads them.
 
     When the corpus's prepared blocks fit in :data:`PREPARED_MEMORY_SHARE` of
     the memory the graphs can hold, they are computed once and kept (persisted)
     for every sweep: no sweep reads Parquet, splits documents or hashes their ids
     again (12–15% of a sweep at 20k documents). Otherwise each sweep reads its
-    blocks again, as out-of-core work must. The results are the same either way.
+    blocks again, as out-of-core work must, once for each group of documents
+    (:data:`SWEEP_GROUPS`; no block is held between the groups' rounds). The
+    results are the same either way.
     """
     if nnz * PREPARED_BYTES_PER_NONZERO > PREPARED_MEMORY_SHARE * total_memory(_progress.active_client()):
-        yield lambda: prepare_tasks(blocks, params)
+        yield lambda group: prepare_tasks(blocks, params, copy=group)
         return
     kept = list(_progress.persist(*prepare_tasks(blocks, params)))
     try:
-        yield lambda: kept
+        yield lambda group: kept
     finally:
         kept.clear()  # released on the workers when no reference remains
 

@@ -14,9 +14,13 @@ beyond a few thousand) by document completion under the topics entering the swee
 the scorer of ``evaluate``), so stopping by validation costs no extra pass;
 their scores reach the driver one per document (two states compared on the
 same documents give a paired error).
+CVB0's sweeps after the first are rounds: each round's tasks update one group of
+training documents by id (:attr:`SweepParams.groups`, :func:`jsmf_dask.kernels.heldout.doc_groups`) from
+a ``W`` the driver refreshes between rounds (:mod:`jsmf_dask.pipeline.refine_sweeps`); a
+:class:`PreparedBlock` keeps its documents by group, and the tree sums are per group.
 The state stays out of the driver: each task reads its block's state from
 ``<scratch>/gamma-<s − 1 mod G>/`` and writes the new one to
-``gamma-<s mod G>`` (:data:`STATE_GENERATIONS` generations), so a task that
+``gamma-<s mod G>`` (:data:`STATE_GENERATIONS` generations; a file per block and group of documents), so a task that
 runs twice (a worker died) reads the same input and writes the same output.
 
 Memory per task, O(N·K + rows of a block): the block's count matrix (its
@@ -28,6 +32,7 @@ the N×K arrays, 8 MB of ``γ``, ~20 MB of counts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dask
@@ -40,13 +45,14 @@ from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.io.scratch import load_array, save_array, write_table
-from jsmf_dask.kernels.collapsed import collapsed_theta, cvb0_step, draw_seeds
-from jsmf_dask.kernels.heldout import DocumentSplit, document_completion, doc_hashes, sample_mask, \
-    split_tokens
-from jsmf_dask.kernels.variational import e_step, expected_topic_topic
+from jsmf_dask.kernels.collapsed import collapsed_theta, collapsed_topics, cvb0_step, draw_seeds
+from jsmf_dask.kernels.heldout import DocumentSplit, doc_groups, document_completion, doc_hashes, \
+    sample_mask, split_tokens
+from jsmf_dask.kernels.variational import dirichlet_expectation, e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "sweep_tasks", "finish_tasks", "tree_sum", "gamma_dir",
+__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "sweep_tasks", "shared_state", "finish_tasks", "tree_sum", "add_sums",
+           "gamma_dir",
            "STATE_GENERATIONS"]
 
 #: Refinement methods: zero-order collapsed variational Bayes, and variational Bayes.
@@ -71,6 +77,7 @@ class SweepParams:
     alpha_sample: float = 1.0  # … over this fraction of the training documents (by id)
     validation_sample: float = 1.0  # the validation documents scored: this fraction of them (by id)
     drawn_sweep: int | None = None  # CVB0: this sweep draws its counts (its number in the run seeds the draws)
+    groups: int = 1  # the training documents' groups by id (doc_groups): a sweep can visit them one at a time
 
 
 @dataclass
@@ -140,8 +147,8 @@ def gamma_dir(scratch: str, sweep: int) -> str:
     return join(scratch, f"gamma-{sweep % STATE_GENERATIONS}")
 
 
-def _gamma_url(directory: str, index: int) -> str:
-    return join(directory, f"block-{index:05d}.npy")
+def _gamma_url(directory: str, index: int, group: int) -> str:
+    return join(directory, f"block-{index:05d}-{group}.npy")
 
 
 def _split(block: Block, params: SweepParams):
@@ -161,41 +168,46 @@ def _split(block: Block, params: SweepParams):
 
 @dataclass(frozen=True)
 class PreparedBlock:
-    """What a sweep reads of one row group, the same every sweep: its training documents' counts and id hashes,
-    and its scored validation documents split into observed and scored halves (:func:`prepare_tasks`)."""
+    """What a sweep reads of one row group, the same every sweep: its training documents' counts and id hashes
+    by group (:attr:`SweepParams.groups`), and its scored validation documents split into observed and scored
+    halves (:func:`prepare_tasks`)."""
 
-    X: object  # scipy.sparse CSR, training documents × words
-    hashes: np.ndarray
+    groups: tuple  # per group: (scipy.sparse CSR, its training documents × words; their id hashes), block order
     valid_observed: object | None
     valid_scored: object | None
     n_valid: int
 
     @property
     def nbytes(self) -> int:
-        return sum(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes
-                   for m in (self.X, self.valid_observed, self.valid_scored) if m is not None) + self.hashes.nbytes
+        matrices = [X for X, _ in self.groups] + [self.valid_observed, self.valid_scored]
+        return sum(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in matrices if m is not None) + \
+            sum(hashes.nbytes for _, hashes in self.groups)
 
 
 def _prepare(block: Block, params: SweepParams) -> PreparedBlock:
     (X, hashes), (V, valid_hashes), _, _ = _split(block, params)
     observed, scored = split_tokens(V, valid_hashes) if V.shape[0] else (None, None)
-    return PreparedBlock(X, hashes, observed, scored, V.shape[0])
+    group = doc_groups(hashes, params.groups)
+    return PreparedBlock(tuple((X[group == g], hashes[group == g]) for g in range(params.groups)),
+                         observed, scored, V.shape[0])
 
 
 def _prepared_key_params(params: SweepParams) -> tuple:
     """What a :class:`PreparedBlock` depends on besides its block (not the priors, which change by sweep)."""
-    return params.n_words, params.split, params.validation_sample
+    return params.n_words, params.split, params.validation_sample, params.groups
 
 
-def prepare_tasks(blocks: list[Block], params: SweepParams) -> list[dask.delayed]:
+def prepare_tasks(blocks: list[Block], params: SweepParams, *, copy: int = 0) -> list[dask.delayed]:
     """A task per block reading what every sweep reads of it (:class:`PreparedBlock`).
 
     Given to :func:`sweep_tasks` fresh each sweep, they are part of the sweep's
-    graph (the block read again); persisted once, every sweep reuses them and
-    reads no Parquet (a worker that dies recomputes its part from the graph).
+    graph (the block read again: a copy per group of documents, ``copy`` the
+    group, so that no block is held from one group's round to the next);
+    persisted once, every sweep reuses them and reads no Parquet (a worker that
+    dies recomputes its part from the graph).
     """
     token = tokenize(blocks, _prepared_key_params(params))
-    return [dask.delayed(_prepare, pure=True)(block, params, dask_key_name=f"refine-prepare-{token}-{i}")
+    return [dask.delayed(_prepare, pure=True)(block, params, dask_key_name=f"refine-prepare-{token}-{copy}-{i}")
             for i, block in enumerate(blocks)]
 
 
@@ -213,11 +225,12 @@ def _scores(observed, scored, topics: np.ndarray, alpha: np.ndarray) -> tuple[np
 
 
 def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
-                 state_in: str | None, state_out: str) -> BlockSums:
-    """``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored."""
-    X, train_hashes = prepared.X, prepared.hashes
+                 state_in: str | None, state_out: str, group: int) -> BlockSums:
+    """The block's training documents of one ``group``; group 0's task also scores the validation documents.
+    ``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored."""
+    X, train_hashes = prepared.groups[group]
     update_from, topics = shared
-    state = None if state_in is None else load_array(_gamma_url(state_in, index))
+    state = None if state_in is None else load_array(_gamma_url(state_in, index, group))
     if params.method == "cvb0":
         res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
                         tol=params.inner_tol,
@@ -229,9 +242,9 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, share
     else:
         res = e_step(X, update_from, params.alpha, state, max_iter=params.max_inner, tol=params.inner_tol)
         new_state, counts, bound, iterations, prior_sums = res.gamma, res.counts, res.bound, res.iterations, None
-    save_array(_gamma_url(state_out, index), new_state)
+    save_array(_gamma_url(state_out, index, group), new_state)
     ll, n_valid_tokens = (_scores(prepared.valid_observed, prepared.valid_scored, topics, params.alpha)
-                          if prepared.n_valid else (np.zeros(0), np.zeros(0)))
+                          if prepared.n_valid and group == 0 else (np.zeros(0), np.zeros(0)))
     return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, valid_doc_loglik=ll,
                      valid_doc_tokens=n_valid_tokens)
 
@@ -240,9 +253,12 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
                   state_in: str, out_dir: str) -> BlockSums:
     """``start``: the source model's ``B`` and document prior, scored on the held-out documents beside the
     final topics (what the refined model is compared with; no choice of the fit depends on it)."""
-    (X, _), valid, held, table = _split(block, params)
+    (X, hashes), valid, held, table = _split(block, params)
     update_from, topics = shared
-    state = load_array(_gamma_url(state_in, index))
+    group = doc_groups(hashes, params.groups)
+    state = np.empty((X.shape[0], update_from.shape[1]))
+    for g in range(params.groups):
+        state[group == g] = load_array(_gamma_url(state_in, index, g))
     if params.method == "cvb0":
         bound = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=0).log_likelihood
         theta, gamma = collapsed_theta(state, params.alpha), state + params.alpha[None, :]
@@ -262,7 +278,8 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
                      valid_doc_loglik=ll, valid_doc_tokens=n_valid_tokens)
 
 
-def _add(*parts: BlockSums) -> BlockSums:
+def add_sums(*parts: BlockSums) -> BlockSums:
+    """The sums of several :class:`BlockSums` (their validation documents' scores joined in order)."""
     def total(name):
         values = [getattr(p, name) for p in parts if getattr(p, name) is not None]
         return np.sum(values, axis=0) if values else None
@@ -282,7 +299,7 @@ def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -
     level = 0
     while len(parts) > 1:
         parts = [
-            dask.delayed(_add, pure=True)(*parts[i : i + split_every],
+            dask.delayed(add_sums, pure=True)(*parts[i : i + split_every],
                                           dask_key_name=f"{prefix}-{level}-{tokenize(parts[i:i + split_every])}")
             for i in range(0, len(parts), split_every)
         ]
@@ -290,23 +307,49 @@ def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -
     return parts[0]
 
 
-def sweep_tasks(prepared: list, params: SweepParams, shared, gamma_in: str | None,
-                gamma_out: str, *, sweep: int) -> dask.delayed:
-    """One sweep: a task per block (updates its documents, writes their state) and their tree sum, as one delayed.
+def shared_state(method: str, counts: np.ndarray, eta: float) -> tuple[np.ndarray, np.ndarray]:
+    """What every task of a sweep reads: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])`` of
+    ``λ = η + W``) and the topics the validation documents are scored under."""
+    update_from = counts if method == "cvb0" else np.exp(dirichlet_expectation(eta + counts, axis=0))
+    return update_from, collapsed_topics(counts, eta)
 
-    ``prepared``: :func:`prepare_tasks`'s tasks (fresh, or persisted once for
-    every sweep). ``shared`` (a delayed ``(update_from, topics)``: CVB0's ``W``
-    or VB's ``exp(E[log β])``, and the topics the validation documents are
-    scored under). Keys carry a token of the inputs, so concurrent runs on one
-    scheduler never share results.
+
+def _round_state(method: str, eta: float, *latest) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`shared_state` of ``W``, the sum of every group's latest counts (an array, or the
+    :class:`BlockSums` of a round before), in group order."""
+    counts = np.sum([x.counts if isinstance(x, BlockSums) else x for x in latest], axis=0)
+    return shared_state(method, counts, eta)
+
+
+def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np.ndarray,
+                parts: list[np.ndarray] | None,
+                gamma_in: str | None, gamma_out: str, *, sweep: int) -> dask.delayed:
+    """One sweep as one delayed list of :class:`BlockSums`, one per group of documents (:attr:`SweepParams.groups`):
+    a task per block and group updates the group's training documents and writes their state, and each group's
+    tree sum adds them up.
+
+    Without ``parts`` (the first sweep, or one group) every group starts from ``counts``. With them (each
+    group's counts from its last visit, summing to ``counts``) the groups go in turn: a group's tasks start from
+    ``W`` with every group before it replaced by its new sums, a task between the rounds forming it, so a sweep
+    is still one graph. ``prepared(g)``: the tasks group ``g`` reads (:func:`prepare_tasks`'s, fresh, or
+    persisted once for every sweep and group).
+    Group 0's tasks score the validation documents, under the topics of ``counts``. Keys carry a token of the
+    inputs, so concurrent runs on one scheduler never share results.
     """
-    token = tokenize(prepared, params, shared, gamma_in, gamma_out, sweep)
-    parts = [
-        dask.delayed(_sweep_block, pure=True)(block, i, params, shared, gamma_in, gamma_out,
-                                              dask_key_name=f"refine-sweep{sweep}-{token}-{i}")
-        for i, block in enumerate(prepared)
-    ]
-    return tree_sum(parts, prefix=f"refine-sum{sweep}-{token}")
+    token = tokenize(prepared(0), params, counts, parts, gamma_in, gamma_out, sweep)
+    shared = dask.delayed(shared_state(params.method, counts, params.eta), pure=True)
+    sums: list = []
+    for g in range(params.groups):
+        if parts is not None and g > 0:
+            shared = dask.delayed(_round_state, pure=True)(params.method, params.eta, *sums, *parts[g:],
+                                                           dask_key_name=f"refine-round{sweep}-{token}-{g}")
+        tasks = [
+            dask.delayed(_sweep_block, pure=True)(block, i, params, shared, gamma_in, gamma_out, g,
+                                                  dask_key_name=f"refine-sweep{sweep}-{token}-{g}-{i}")
+            for i, block in enumerate(prepared(g))
+        ]
+        sums.append(tree_sum(tasks, prefix=f"refine-sum{sweep}-{token}-{g}"))
+    return dask.delayed(list, pure=True)(sums, dask_key_name=f"refine-groups{sweep}-{token}")
 
 
 def finish_tasks(blocks: list[Block], params: SweepParams, shared, start, gamma_in: str,
