@@ -69,8 +69,9 @@ def default_refined_name(source: str, method: str = "cvb0") -> str:
 
 
 #: Minka's statistics for a learned α are summed over about this many training documents (a sample by id
-#: beyond it: they cost as much as the update itself, and the ratio they feed is settled long before).
-ALPHA_SAMPLE_DOCS = 20000
+#: beyond it: they cost as much as the update itself, and the ratio they feed is settled long before). 20,000
+#: until session 27; 5,000 took lda-100k's sweep from 2.9 to 2.6 s (benchmarks README, session 27).
+ALPHA_SAMPLE_DOCS = 5000
 #: The validation documents are scored on a sample of about this many (by id; all of them below it): the
 #: stop compares one set's scores from sweep to sweep, and the scorer's fold-in costs a third of a CVB0
 #: sweep at 5,000 validation documents (100k × K 50). The validation documents outside the sample train.

@@ -14,14 +14,16 @@ beyond a few thousand) by document completion under the topics entering the swee
 the scorer of ``evaluate``), so stopping by validation costs no extra pass;
 their scores reach the driver one per document (two states compared on the
 same documents give a paired error).
-CVB0's sweeps after the first are rounds: each round's tasks update one group of
-training documents by id (:attr:`SweepParams.groups`, :func:`jsmf_dask.kernels.heldout.doc_groups`) from
-a ``W`` the driver refreshes between rounds (:mod:`jsmf_dask.pipeline.refine_sweeps`); a
+CVB0's sweeps after the first are rounds in one graph: each round's tasks update one
+group of training documents by id (:attr:`SweepParams.groups`,
+:func:`jsmf_dask.kernels.heldout.doc_groups`) from a ``W`` that a task between the
+rounds forms from every group's latest counts (:func:`sweep_tasks`); a
 :class:`PreparedBlock` keeps its documents by group, and the tree sums are per group.
 The state stays out of the driver: each task reads its block's state from
 ``<scratch>/gamma-<s − 1 mod G>/`` and writes the new one to
-``gamma-<s mod G>`` (:data:`STATE_GENERATIONS` generations; a file per block and group of documents), so a task that
-runs twice (a worker died) reads the same input and writes the same output.
+``gamma-<s mod G>`` (:data:`STATE_GENERATIONS` generations; a file per block
+and group of documents), so a task that runs twice (a worker died) reads the
+same input and writes the same output.
 
 Memory per task, O(N·K + rows of a block): the block's count matrix (its
 non-zeros), its ``γ`` (rows × K), the N×K ``exp(E[log β])`` and expected
@@ -51,9 +53,8 @@ from jsmf_dask.kernels.heldout import DocumentSplit, doc_groups, document_comple
 from jsmf_dask.kernels.variational import dirichlet_expectation, e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "sweep_tasks", "shared_state", "finish_tasks", "tree_sum", "add_sums",
-           "gamma_dir",
-           "STATE_GENERATIONS"]
+__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "sweep_tasks", "shared_state",
+           "finish_tasks", "tree_sum", "add_sums", "gamma_dir", "STATE_GENERATIONS"]
 
 #: Refinement methods: zero-order collapsed variational Bayes, and variational Bayes.
 METHODS = parameter("refine", "method").choices
@@ -300,7 +301,7 @@ def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -
     while len(parts) > 1:
         parts = [
             dask.delayed(add_sums, pure=True)(*parts[i : i + split_every],
-                                          dask_key_name=f"{prefix}-{level}-{tokenize(parts[i:i + split_every])}")
+                                              dask_key_name=f"{prefix}-{level}-{tokenize(parts[i:i + split_every])}")
             for i in range(0, len(parts), split_every)
         ]
         level += 1

@@ -14,7 +14,7 @@ from jsmf_dask.kernels.metrics import match_topics
 from jsmf_dask.pipeline.infer import read_doc_topics
 from jsmf_dask.pipeline.refine import REFIT_SWEEPS, refine
 from jsmf_dask.pipeline.refine_candidates import choice_line
-from jsmf_dask.pipeline.refine_sweeps import IMPROVEMENT, SWEEP_GROUPS
+from jsmf_dask.pipeline.refine_sweeps import IMPROVEMENT, PATIENCE, SWEEP_GROUPS
 from jsmf_dask.pipeline.synth import read_truth
 from tests.conftest import listing
 
@@ -329,7 +329,8 @@ def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
     curve = m.trace["validation_perplexity"]
     assert curve.shape == (r.n_iter + 1,) and np.isfinite(curve).all()
     if m.attrs["stopped"] == "validation":  # the last PATIENCE scores did not beat the best before them
-        assert r.n_iter < 40 and curve[:-1][-3:].min() > curve[:-4].min() * (1 - IMPROVEMENT)
+        records = curve[:-1]  # entering each sweep (the last entry is the final state's)
+        assert r.n_iter < 40 and records[-PATIENCE:].min() > records[:-PATIENCE].min() * (1 - IMPROVEMENT)
     assert curve[-1] < curve[0]  # unseen by the start and by refine: an honest gain
     alpha = m.arrays["alpha"]
     assert alpha.shape == (5,) and (alpha > 0).all() and not np.allclose(alpha, alpha[0])  # asymmetric
@@ -625,7 +626,6 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
                         .to_numpy(zero_copy_only=False)) for m in ("stopped", "ran")]
     np.testing.assert_array_equal(*weights)
     # a validation stop's state is at most PATIENCE + 1 sweeps older than the last: still among those kept
-    from jsmf_dask.pipeline.refine_sweeps import PATIENCE
     from jsmf_dask.stages.refine import STATE_GENERATIONS
 
     assert PATIENCE + 2 <= STATE_GENERATIONS
