@@ -70,7 +70,10 @@ def default_refined_name(source: str, method: str = "cvb0") -> str:
 
 #: Minka's statistics for a learned α are summed over about this many training documents (a sample by id
 #: beyond it: they cost as much as the update itself, and the ratio they feed is settled long before). 20,000
-#: until session 27; 5,000 took lda-100k's sweep from 2.9 to 2.6 s (benchmarks README, session 27).
+#: until session 27: at 100k documents they cost about a fifth of a sweep (one 10k-document block at K 50:
+#: 0.44 s a pass without them, 0.53 s with them on 20% of its documents). Changed together with the stop's
+#: threshold (0.05% → 0.067% over four sweeps), the corpora above 5,000 training documents moved by at most
+#: 0.03% of held-out perplexity (benchmarks README, session 27).
 ALPHA_SAMPLE_DOCS = 5000
 #: The validation documents are scored on a sample of about this many (by id; all of them below it): the
 #: stop compares one set's scores from sweep to sweep, and the scorer's fold-in costs a third of a CVB0

@@ -42,8 +42,11 @@ __all__ = ["SweepRecord", "SweepRun", "Overrelaxation", "run_sweeps", "run_toget
 #: within ±0.05% on the other eleven (corpus, K) measured; lda-100k ran 10 sweeps instead of 8 (+3.6 s).
 #: 0.05% over three sweeps until session 27: with the sweeps in groups (:data:`SWEEP_GROUPS`) the curve can rest
 #: for three sweeps after an over-relaxation reset and then fall on (the 600-word NIPS cut, K 50: stopped after 16
-#: sweeps, +0.52% against the ungrouped default). Over four sweeps at the same rate (0.0167% a sweep) it ran 42
-#: sweeps there, −0.37%; lda-100k still stops after 10 (at 0.05% over four: 12–14, +5–11 s).
+#: sweeps, +0.52% against the ungrouped default; with 0.05% over three it also stopped the 300-word cut at K 50
+#: after 24–30 sweeps, +0.16–0.39%). Over four sweeps at the same rate (0.0167% a sweep) it ran 42 sweeps there,
+#: −0.37%, and the 300-word cut level. The price is at 100k documents: lda-100k runs 10–12 sweeps instead of 10
+#: (0.05% over four: 12–14), and `jsmf topics` there took 56.3 s against 47.6 s, 13.6× Gibbs's time instead of
+#: 16× (the benchmarks README, session 27).
 PATIENCE = 4
 IMPROVEMENT = PATIENCE * 5e-4 / 3
 
@@ -65,8 +68,8 @@ OVERRELAX_MAX_STEP = 5.0
 #: latest expected counts; the groups depend on the documents' ids alone, so the model does not depend on the
 #: row groups or the cluster. Measured (session 27, the benchmarks README): on the NIPS papers cut into 300-word
 #: documents (K 50) 40 grouped sweeps reach the held-out perplexity of 65 whole ones; with the stop over
-#: :data:`PATIENCE` 4 sweeps, against one group and three sweeps, held-out perplexity −0.05% to −0.79% on nine of
-#: thirteen (corpus, K), level on two, Reuters +0.13% / +0.42% (± 0.6%); lda-100k 39.2 s against 32.4 s.
+#: :data:`PATIENCE` 4 sweeps, against session 26's one group and three sweeps, held-out perplexity −0.05% to
+#: −0.79% on ten of fourteen (corpus, K), level on two, Reuters +0.13% / +0.42% (± 0.6%).
 SWEEP_GROUPS = 4
 
 

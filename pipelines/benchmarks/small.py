@@ -98,7 +98,7 @@ class _PeakMemory:
         while not self._stop.is_set():
             try:
                 procs = [self.root, *self.root.children(recursive=True)]
-                self.peak = max(self.peak, *(p.memory_info().rss for p in procs if p.is_running()))
+                self.peak = max([self.peak, *(p.memory_info().rss for p in procs if p.is_running())])
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
             self._stop.wait(0.05)
