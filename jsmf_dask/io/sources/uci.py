@@ -106,7 +106,8 @@ class UCIPartition:
             convert_options=pacsv.ConvertOptions(column_types={c: pa.int64() if typed else pa.string() for c in cols}),
         )
         seen_rows = 0
-        carry: tuple[np.ndarray, ...] | None = None
+        carry: tuple[np.ndarray, ...] | None = None  # the rows of the last document so far, from line carry_line
+        carry_line = 4
         last_doc = 0
         n_seen_docs = 0
         pending: list[pa.Table] = []
@@ -136,25 +137,27 @@ class UCIPartition:
                             "expected an integer"
                         ) from None
                 doc, word, count = arrays
-                line = 4 + seen_rows + np.arange(doc.size)
+                batch_line = 4 + seen_rows  # the line of the batch's first row: row r is on line batch_line + r
                 seen_rows += doc.size
-                self._check_ranges(doc, word, count, line, n_docs)
-                if carry is not None:
-                    doc, word, count, line = (np.concatenate([c, a]) for c, a in zip(carry, (doc, word, count, line), strict=True))
-                back = np.flatnonzero(np.diff(np.concatenate([[last_doc], doc])) < 0)
-                if back.size:
-                    r = int(back[0])
+                self._check_ranges(doc, word, count, batch_line, n_docs)
+                first_line = batch_line
+                if carry is not None:  # the carried rows are the lines just before the batch's
+                    doc, word, count = (np.concatenate([c, a]) for c, a in zip(carry, (doc, word, count), strict=True))
+                    first_line = carry_line
+                if doc.size and (doc[0] < last_doc or bool((doc[1:] < doc[:-1]).any())):
+                    r = int(np.flatnonzero(np.diff(np.concatenate([[last_doc], doc])) < 0)[0])
                     prev = last_doc if r == 0 else doc[r - 1]
                     raise InputError(
-                        f"{self.url}: line {line[r]}: docID {doc[r]} after docID {prev}; "
+                        f"{self.url}: line {first_line + r}: docID {doc[r]} after docID {prev}; "
                         "expected lines grouped by document in increasing docID order"
                     )
                 last_doc = int(doc[-1]) if doc.size else last_doc
                 # The last document may continue in the next batch.
                 cut = int(np.searchsorted(doc, doc[-1], side="left")) if doc.size else 0
-                carry = (doc[cut:], word[cut:], count[cut:], line[cut:])
+                carry = (doc[cut:], word[cut:], count[cut:])
+                carry_line = first_line + cut
                 if cut:
-                    table = self._table(doc[:cut], word[:cut], count[:cut], line[:cut])
+                    table = self._table(doc[:cut], word[:cut], count[:cut], first_line)
                     n_seen_docs += table.num_rows
                     pending.append(table)
                     pending_docs += table.num_rows
@@ -171,7 +174,7 @@ class UCIPartition:
                 f"{self.url}: {where}: expected three space-separated integers 'docID wordID count' ({err})"
             ) from err
         if carry is not None and carry[0].size:
-            table = self._table(*carry)
+            table = self._table(*carry, carry_line)
             n_seen_docs += table.num_rows
             pending.append(table)
             pending_docs += table.num_rows
@@ -186,7 +189,11 @@ class UCIPartition:
         summary.n_docs = n_docs
         summary.n_empty = n_docs - n_seen_docs
 
-    def _check_ranges(self, doc, word, count, line, n_docs) -> None:
+    def _check_ranges(self, doc, word, count, first_line, n_docs) -> None:
+        """Raise on the first field out of range (row ``r`` is on line ``first_line + r``)."""
+        if not doc.size or (doc.min() >= 1 and doc.max() <= n_docs and word.min() >= 1
+                            and word.max() <= self.n_vocab and count.min() > 0):
+            return
         checks = (
             ((doc < 1) | (doc > n_docs), "docID", doc, f"in 1..{n_docs} (header D)"),
             ((word < 1) | (word > self.n_vocab), "wordID", word, f"in 1..{self.n_vocab} (header W)"),
@@ -196,18 +203,22 @@ class UCIPartition:
             bad = np.flatnonzero(mask)
             if bad.size:
                 r = int(bad[0])
-                raise InputError(f"{self.url}: line {line[r]}: {name} is {values[r]}; expected {expected}")
+                raise InputError(f"{self.url}: line {first_line + r}: {name} is {values[r]}; expected {expected}")
 
-    def _table(self, doc, word, count, line) -> pa.Table:
-        order = np.lexsort((word, doc))
-        doc, word, count, line = doc[order], word[order], count[order], line[order]
-        dup = np.flatnonzero((np.diff(doc) == 0) & (np.diff(word) == 0))
-        if dup.size:
-            r = int(dup[0])
-            raise InputError(
-                f"{self.url}: line {line[r + 1]}: docID {doc[r]} wordID {word[r]} repeats line {line[r]}; "
-                "expected each (docID, wordID) once"
-            )
+    def _table(self, doc, word, count, first_line) -> pa.Table:
+        """Whole documents (``doc`` non-decreasing, row ``r`` from line ``first_line + r``) as a table, each
+        document's words in increasing order."""
+        key = doc * (self.n_vocab + 1) + word  # by document, then word (both checked in range)
+        if not bool((key[1:] > key[:-1]).all()):  # the usual file is in order and needs no sort
+            order = np.argsort(key, kind="stable")  # stable: a repeat names the earlier line first
+            doc, word, count, key = doc[order], word[order], count[order], key[order]
+            dup = np.flatnonzero(key[1:] == key[:-1])
+            if dup.size:
+                r = int(dup[0])
+                raise InputError(
+                    f"{self.url}: line {first_line + order[r + 1]}: docID {doc[r]} wordID {word[r]} repeats line "
+                    f"{first_line + order[r]}; expected each (docID, wordID) once"
+                )
         starts = np.flatnonzero(np.concatenate([[True], np.diff(doc) != 0]))
         offsets = np.concatenate([starts, [doc.size]]).astype(np.int32)
         ids = doc[starts]
