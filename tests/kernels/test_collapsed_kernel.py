@@ -16,7 +16,7 @@ import scipy.sparse as sps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsmf_dask.kernels._cvb0_loop import SERIES_MIN_TOTAL
+from jsmf_dask.kernels._cvb0_loop import SERIES_MIN_TOTAL, SHORT_SERIES_MIN_TOTAL
 from jsmf_dask.kernels.collapsed import (
     collapsed_theta,
     collapsed_topics,
@@ -95,14 +95,17 @@ def _corpus(rng, n_docs, n_words, max_len):
     return docs, sps.csr_array((np.array(vals, float), (rows, cols)), shape=(n_docs, n_words))
 
 
-@pytest.mark.parametrize(("seed", "scale"), [(0, 1.0), (1, 1.0), (2, 1.0), (3, 100.0)])
+@pytest.mark.parametrize(("seed", "scale"), [(0, 1.0), (1, 1.0), (2, 1.0), (3, 100.0), (4, 1e4)])
 def test_cvb0_equals_the_per_token_reference(seed, scale):
-    """Scale 100 makes every topic total exceed SERIES_MIN_TOTAL: the division-free path is checked too."""
+    """Scale 100 makes every topic total exceed SERIES_MIN_TOTAL, 1e4 SHORT_SERIES_MIN_TOTAL: the division-free
+    paths of three and two factors are checked too (in the first sweep; the later ones start from the tiny
+    corpus's own counts)."""
     rng = np.random.default_rng(seed)
     n_docs, n_words, k = 12, 15, 3
-    docs, X = _corpus(rng, n_docs, n_words, 9 if seed < 2 else 30)  # seeds 2, 3: counts past EXACT_COUNTS
+    docs, X = _corpus(rng, n_docs, n_words, 9 if seed < 2 else 30)  # seeds 2-4: counts past EXACT_COUNTS
     W = scale * rng.gamma(1.0, 2.0, size=(n_words, k))
     assert (W.sum(axis=0).min() >= SERIES_MIN_TOTAL) == (scale > 1)
+    assert (W.sum(axis=0).min() >= SHORT_SERIES_MIN_TOTAL) == (scale > 100)
     W[rng.random(W.shape) < 0.2] = 0.0  # words a topic has not seen yet: the clip at 0 is exercised
     alpha = np.array([0.1, 0.3, 0.05])
     eta = 0.02
