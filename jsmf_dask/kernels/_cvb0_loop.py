@@ -178,7 +178,7 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
     buffers = np.empty((2, longest, k))
     scales = np.empty((2, longest))
     rows = np.empty((longest, k))
-    nd = np.empty(k)  # the document's topic counts plus α
+    nd = np.empty(k)  # the document's topic counts (plus α while they are updated)
     nd_new = np.empty(k)
     cumulative = np.empty(k)  # a word's cumulative responsibilities (drawn passes)
     denom = np.empty(k)

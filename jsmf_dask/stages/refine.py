@@ -140,7 +140,7 @@ class BlockSums:
 #: two would do for the sweeps, each reading the last; a validation stop returns a state written at most
 #: ``PATIENCE + 1`` sweeps before the last (:mod:`jsmf_dask.pipeline.refine_sweeps`), and the final pass
 #: reads that state's documents (their topic weights under ``doc_topics/``, the fold-in's start).
-STATE_GENERATIONS = 6
+STATE_GENERATIONS = 7
 
 
 def gamma_dir(scratch: str, sweep: int) -> str:

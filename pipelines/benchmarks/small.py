@@ -11,7 +11,8 @@ engine named there (``threads``, ``local``) also runs the Python API route,
 which prints the crossover of the two engines stage by stage. tomotopy's
 Gibbs sampler (1000 iterations, every core) is timed **in the same run** on
 the same curated corpus (the ingested one, validation documents left out, as
-ours trains). Seconds are medians of ``--runs``; peak memory is the largest
+ours trains). Seconds are medians of ``--runs`` (Gibbs's of ``--gibbs-runs``, by
+default as many: at 100k documents one Gibbs run takes about 13 minutes); peak memory is the largest
 resident set of any one process of the route (the driver or a worker),
 sampled every 50 ms.
 
@@ -25,6 +26,7 @@ Usage::
 
     python -m pipelines.benchmarks.small --corpora reuters,nips-papers,lda-3k,lda-20k --runs 3
     python -m pipelines.benchmarks.small --corpora lda-20k,lda-100k --engines threads,local --runs 3
+    python -m pipelines.benchmarks.small --corpora lda-100k --routes topics --runs 3 --gibbs-runs 1
 """
 
 from __future__ import annotations
@@ -217,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--routes", default="four-commands,topics,api")
     p.add_argument("--engines", default="", help="also run the Python API on these engines (threads,local)")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--gibbs-runs", type=int, default=None, help="Gibbs runs per corpus (default: --runs)")
     p.add_argument("--no-gibbs", action="store_true")
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     p.add_argument("--out", default="bench-runs")
@@ -245,9 +248,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: run {run + 1} done", file=sys.stderr, flush=True)
         rows = [{"route": route, **_median_row(r)} | ({"engine": f"{engine} (forced)"} if engine != "auto" else {})
                 for (route, engine), r in runs.items()]
-        # Gibbs on the documents a route just ingested (every route reads the same ones), a median of --runs
+        # Gibbs on the documents a route just ingested (every route reads the same ones), a median of --gibbs-runs
         gibbs_root = str(out / f"small-{name}-{args.routes.split(',')[-1]}")
-        seconds = None if args.no_gibbs else statistics.median(gibbs(gibbs_root, k) for _ in range(args.runs))
+        gibbs_runs = args.runs if args.gibbs_runs is None else args.gibbs_runs
+        seconds = None if args.no_gibbs else statistics.median(gibbs(gibbs_root, k) for _ in range(gibbs_runs))
         results.append({"corpus": name, "K": k, "gibbs_seconds": seconds, "rows": rows})
         print("\n" + _table(name, rows, seconds) + "\n", flush=True)
         (out / "small-results.json").write_text(json.dumps(results, indent=2, default=str))
