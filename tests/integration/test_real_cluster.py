@@ -484,6 +484,10 @@ def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatc
         seen.append((message, time.monotonic()))
         called.set()
 
+    # Python's own SIGINT handler, whatever the run inherited: a process started in the background without job
+    # control (``nohup sh -c '…' &``) begins with SIGINT ignored, and the interrupt then never arrives (the last
+    # resort still calls on_hung)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     t0 = time.monotonic()
     try:
         watchdog = cluster._Heartbeat(client, 0.4, "the scheduler froze", on_hung)
@@ -494,6 +498,7 @@ def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatc
         assert called.wait(10)
     finally:
         client.close()
+        signal.signal(signal.SIGINT, previous)
     assert watchdog.frozen and interrupted
     # the first question goes after 0.1 s, unanswered for 0.4 s: the interrupt; on_hung 0.3 s after it
     assert 0.4 <= interrupted[0] - t0 < 5
