@@ -54,7 +54,6 @@ from jsmf_dask.pipeline.refine_sweeps import (
     prepared_blocks,
     run_sweeps,
     run_together,
-    shared_arrays,
     sweep_loop,
     validation_perplexity,
 )
@@ -324,8 +323,8 @@ def refine(
         t0 = time.perf_counter()
         with _progress.data_in_graph():
             start_model = dask.delayed((B0, document_prior(source)[0]), pure=True)
-            (final,) = _progress.compute(finish_tasks(blocks, params, shared_arrays(method, counts, params.eta),
-                                                      start_model, last_state, join(tmp, "doc_topics")))
+            (final,) = _progress.compute(finish_tasks(blocks, params, counts, start_model, last_state,
+                                                      join(tmp, "doc_topics")))
         if method == "vb":
             final_bound = (final.bound + topic_bound(params.eta + counts, params.eta)) / final.n_tokens
         else:

@@ -19,16 +19,15 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 
-import dask
 import numpy as np
 
 from jsmf_dask import _progress
 from jsmf_dask.cluster import total_memory
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step, overrelaxed_counts
 from jsmf_dask.kernels.variational import topic_bound
-from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, prepare_tasks, shared_state, sweep_tasks
+from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, prepare_tasks, sweep_tasks
 
-__all__ = ["SweepRecord", "SweepRun", "Overrelaxation", "run_sweeps", "run_together", "sweep_loop", "shared_arrays",
+__all__ = ["SweepRecord", "SweepRun", "Overrelaxation", "run_sweeps", "run_together", "sweep_loop",
            "validation_perplexity", "prepared_blocks", "PATIENCE", "IMPROVEMENT", "OVERRELAX_GROWTH",
            "OVERRELAX_MAX_STEP", "SWEEP_GROUPS"]
 
@@ -72,8 +71,8 @@ OVERRELAX_MAX_STEP = 5.0
 #: counts from its last visit are replaced by its new ones, so ``W`` is always the sum of every document's
 #: latest expected counts; the groups depend on the documents' ids alone, so the model does not depend on the
 #: row groups or the cluster. Measured (session 27, the benchmarks README): on the NIPS papers cut into 300-word
-#: documents (K 50) 40 grouped sweeps reach the held-out perplexity of 65 whole ones; with the stop over
-#: :data:`PATIENCE` 4 sweeps, against session 26's one group and three sweeps, held-out perplexity −0.05% to
+#: documents (K 50) 40 grouped sweeps reach the held-out perplexity of 65 whole ones; with session 27's stop over
+#: four sweeps, against session 26's one group and three sweeps, held-out perplexity −0.05% to
 #: −0.79% on ten of fourteen (corpus, K), level on two, Reuters +0.13% / +0.42% (± 0.6%).
 SWEEP_GROUPS = 4
 
@@ -266,11 +265,6 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
         best_sweep = len(records) + 1
     return SweepRun(records, counts, params, stopped, best_sweep, best[0] if stopped == "validation" else math.nan,
                     best[0] if math.isfinite(best[0]) else math.nan, total, best[4])
-
-
-def shared_arrays(method: str, counts: np.ndarray, eta: float):
-    """:func:`~jsmf_dask.stages.refine.shared_state` in the graph (a task that must rerun can always get it)."""
-    return dask.delayed(shared_state(method, counts, eta), pure=True)
 
 
 def validation_perplexity(total) -> float:

@@ -315,6 +315,11 @@ def shared_state(method: str, counts: np.ndarray, eta: float) -> tuple[np.ndarra
     return update_from, collapsed_topics(counts, eta)
 
 
+def _shared_in_graph(params: SweepParams, counts: np.ndarray) -> dask.delayed:
+    """:func:`shared_state` of ``counts`` in the graph (a task that must rerun can always get it)."""
+    return dask.delayed(shared_state(params.method, counts, params.eta), pure=True)
+
+
 def _round_state(method: str, eta: float, *latest) -> tuple[np.ndarray, np.ndarray]:
     """:func:`shared_state` of ``W``, the sum of every group's latest counts (an array, or the
     :class:`BlockSums` of a round before), in group order."""
@@ -338,7 +343,7 @@ def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np
     inputs, so concurrent runs on one scheduler never share results.
     """
     token = tokenize(prepared(0), params, counts, parts, gamma_in, gamma_out, sweep)
-    shared = dask.delayed(shared_state(params.method, counts, params.eta), pure=True)
+    shared = _shared_in_graph(params, counts)
     sums: list = []
     for g in range(params.groups):
         if parts is not None and g > 0:
@@ -353,10 +358,11 @@ def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np
     return dask.delayed(list, pure=True)(sums, dask_key_name=f"refine-groups{sweep}-{token}")
 
 
-def finish_tasks(blocks: list[Block], params: SweepParams, shared, start, gamma_in: str,
+def finish_tasks(blocks: list[Block], params: SweepParams, counts: np.ndarray, start, gamma_in: str,
                  out_dir: str) -> dask.delayed:
-    """The last pass: the bound of the final state, ``A``'s sums, the validation score of the final topics and
-    ``doc_topics`` parts written to ``out_dir``."""
+    """The last pass from the final counts ``counts``: the bound of the final state, ``A``'s sums, the validation
+    score of the final topics and ``doc_topics`` parts written to ``out_dir``."""
+    shared = _shared_in_graph(params, counts)
     token = tokenize(blocks, params, shared, start, gamma_in, out_dir)
     parts = [
         dask.delayed(_finish_block, pure=True)(block, i, params, shared, start, gamma_in, out_dir,
