@@ -34,6 +34,7 @@ the N×K arrays, 8 MB of ``γ``, ~20 MB of counts.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -225,10 +226,11 @@ def _scores(observed, scored, topics: np.ndarray, alpha: np.ndarray) -> tuple[np
     return ll, n_tokens
 
 
-def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
+def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray | None],
                  state_in: str | None, state_out: str, group: int) -> BlockSums:
     """The block's training documents of one ``group``; group 0's task also scores the validation documents.
-    ``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored."""
+    ``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored (None
+    after the first round)."""
     X, train_hashes = prepared.groups[group]
     update_from, topics = shared
     state = None if state_in is None else load_array(_gamma_url(state_in, index, group))
@@ -281,9 +283,9 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
 
 def add_sums(*parts: BlockSums) -> BlockSums:
     """The sums of several :class:`BlockSums` (their validation documents' scores joined in order)."""
-    def total(name):
+    def total(name):  # in the parts' order, one after another (as np.sum(values, axis=0), without the stack)
         values = [getattr(p, name) for p in parts if getattr(p, name) is not None]
-        return np.sum(values, axis=0) if values else None
+        return functools.reduce(np.add, values) if values else None
 
     def joined(name):  # per document, in the parts' order
         values = [getattr(p, name) for p in parts if getattr(p, name) is not None]
@@ -309,22 +311,28 @@ def tree_sum(parts: list, *, split_every: int = 8, prefix: str = "refine-sum") -
 
 
 def shared_state(method: str, counts: np.ndarray, eta: float) -> tuple[np.ndarray, np.ndarray]:
-    """What every task of a sweep reads: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])`` of
-    ``λ = η + W``) and the topics the validation documents are scored under."""
-    update_from = counts if method == "cvb0" else np.exp(dirichlet_expectation(eta + counts, axis=0))
-    return update_from, collapsed_topics(counts, eta)
+    """What every task of a sweep reads: what the method updates from (:func:`_update_from`) and the topics the
+    validation documents are scored under."""
+    return _update_from(method, counts, eta), collapsed_topics(counts, eta)
 
 
-def _shared_in_graph(params: SweepParams, counts: np.ndarray) -> dask.delayed:
-    """:func:`shared_state` of ``counts`` in the graph (a task that must rerun can always get it)."""
-    return dask.delayed(shared_state(params.method, counts, params.eta), pure=True)
+def _update_from(method: str, counts: np.ndarray, eta: float) -> np.ndarray:
+    """CVB0: ``W``; VB: ``exp(E[log β])`` of ``λ = η + W``."""
+    return counts if method == "cvb0" else np.exp(dirichlet_expectation(eta + counts, axis=0))
 
 
-def _round_state(method: str, eta: float, *latest) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`shared_state` of ``W``, the sum of every group's latest counts (an array, or the
-    :class:`BlockSums` of a round before), in group order."""
-    counts = np.sum([x.counts if isinstance(x, BlockSums) else x for x in latest], axis=0)
-    return shared_state(method, counts, eta)
+def _shared_in_graph(params: SweepParams, counts: np.ndarray, key: str | None = None) -> dask.delayed:
+    """:func:`shared_state` of ``counts`` in the graph (a task that must rerun can always get it), under ``key``
+    (default: a token of its value)."""
+    return dask.delayed(shared_state(params.method, counts, params.eta), pure=True, name=key)
+
+
+def _round_state(method: str, eta: float, *latest) -> tuple[np.ndarray, None]:
+    """What a round after the first updates from (:func:`_update_from`), of ``W``: the sum of every group's latest
+    counts (an array, or the :class:`BlockSums` of a round before), in group order. No topics: only the first
+    round scores the validation documents."""
+    counts = functools.reduce(np.add, [x.counts if isinstance(x, BlockSums) else x for x in latest])
+    return _update_from(method, counts, eta), None
 
 
 def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np.ndarray,
@@ -338,13 +346,20 @@ def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np
     group's counts from its last visit, summing to ``counts``) the groups go in turn: a group's tasks start from
     ``W`` with every group before it replaced by its new sums, a task between the rounds forming it, so a sweep
     is still one graph. ``prepared(g)``: the tasks group ``g`` reads (:func:`prepare_tasks`'s, fresh, or
-    persisted once for every sweep and group).
-    Group 0's tasks score the validation documents, under the topics of ``counts``. Keys carry a token of the
-    inputs, so concurrent runs on one scheduler never share results.
+    persisted once for every sweep and group). A corpus of one block has no rounds to spread: its sweep is one
+    task (:func:`_sweep_rounds`) with the same arithmetic in the same order, without a task and a barrier per
+    round. Group 0's tasks score the validation documents, under the topics of ``counts``.
+
+    Keys carry a token of ``gamma_out`` and ``sweep`` (with the blocks and parameters): a run's scratch is its
+    own and each of its sweeps has its number, so concurrent runs on one scheduler never share results, and no
+    N×K array is hashed each sweep.
     """
-    token = tokenize(prepared(0), params, counts, parts, gamma_in, gamma_out, sweep)
-    shared = _shared_in_graph(params, counts)
-    sums: list = []
+    token = tokenize(prepared(0), params, gamma_in, gamma_out, sweep)
+    first = _shared_in_graph(params, counts, f"refine-shared{sweep}-{token}")
+    if len(prepared(0)) == 1:
+        return dask.delayed(_sweep_rounds, pure=True)(prepared(0)[0], params, first, parts, gamma_in, gamma_out,
+                                                     dask_key_name=f"refine-sweep{sweep}-{token}")
+    shared, sums = first, []
     for g in range(params.groups):
         if parts is not None and g > 0:
             shared = dask.delayed(_round_state, pure=True)(params.method, params.eta, *sums, *parts[g:],
@@ -356,6 +371,18 @@ def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np
         ]
         sums.append(tree_sum(tasks, prefix=f"refine-sum{sweep}-{token}-{g}"))
     return dask.delayed(list, pure=True)(sums, dask_key_name=f"refine-groups{sweep}-{token}")
+
+
+def _sweep_rounds(prepared: PreparedBlock, params: SweepParams, shared: tuple[np.ndarray, np.ndarray],
+                  parts: list[np.ndarray] | None, state_in: str | None, state_out: str) -> list[BlockSums]:
+    """The sweep of a corpus of one block, every round in this task: :func:`sweep_tasks`' graph of rounds
+    computed in its order (the tree sum of one task is that task's sums)."""
+    sums: list[BlockSums] = []
+    for g in range(params.groups):
+        if parts is not None and g > 0:
+            shared = _round_state(params.method, params.eta, *sums, *parts[g:])
+        sums.append(_sweep_block(prepared, 0, params, shared, state_in, state_out, g))
+    return sums
 
 
 def finish_tasks(blocks: list[Block], params: SweepParams, counts: np.ndarray, start, gamma_in: str,

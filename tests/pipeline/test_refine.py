@@ -661,6 +661,37 @@ def test_blocks_kept_between_sweeps_or_read_each_sweep_give_the_same_model(lda_r
                                    open_model(str(lda_root), f"reread-{method}").arrays[key], rtol=0, atol=1e-12)
 
 
+def test_a_corpus_of_one_block_sweeps_in_one_task_to_the_same_model(lda_root, tmp_path):
+    """One row group has no rounds to spread over tasks: its sweep is one task doing every group in turn, the
+    same model as the same documents in four row groups (their W sums differ in order only: 1e-10, as across
+    clusters)."""
+    import shutil
+
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks
+    from jsmf_dask.kernels.heldout import DocumentSplit
+    from jsmf_dask.stages.refine import SweepParams, prepare_tasks, sweep_tasks
+
+    one = tmp_path / "one"
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(one, n_docs=6000, n_words=400, n_topics=6, doc_length=80, seed=11, row_group_size=6000)
+        cooccur(one, heldout=0.1)
+    shutil.copytree(lda_root / "model.zarr" / "ap", one / "model.zarr" / "ap")
+    with dask.config.set(scheduler="threads"):
+        a = refine(one, model="ap", sweeps=4, tol=None, validation=0, name="one-block")
+        b = refine(lda_root, model="ap", sweeps=4, tol=None, validation=0, name="four-blocks")
+    assert a.n_iter == b.n_iter == 4
+    np.testing.assert_allclose(open_model(str(one), "one-block").group["lambda"][...],
+                               open_model(str(lda_root), "four-blocks").group["lambda"][...], rtol=1e-10, atol=0)
+    # a sweep's graph in rounds: one task for one block; a task per block and group (and the rounds') for four
+    params = SweepParams(400, "cvb0", np.full(6, 0.1), 0.05, DocumentSplit(0.1, 0.0), 3, 1e-3, groups=SWEEP_GROUPS)
+    counts = np.ones((400, 6))
+    for root, n_tasks in ((one, 1), (lda_root, 4 * SWEEP_GROUPS)):
+        blocks = list_blocks(corpus_dir(str(root)))
+        graph = sweep_tasks(lambda g, blocks=blocks: prepare_tasks(blocks, params), params, counts,
+                            [counts / SWEEP_GROUPS] * SWEEP_GROUPS, "in", "out", sweep=2).__dask_graph__()
+        assert sum(str(key).startswith("refine-sweep") for key in graph) == n_tasks, sorted(map(str, graph))
+
+
 def test_a_start_whose_A_leaves_topics_without_mass_keeps_every_topic(lda_root):
     """AP's A is read off the anchors' block of C̄ and can give a topic no mass (seen on MovieLens, K = 50);
     refine's start weighs each topic by its share of the words instead (exact for a recovered model), so the
