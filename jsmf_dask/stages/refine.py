@@ -359,13 +359,15 @@ def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np
     if len(prepared(0)) == 1:
         return dask.delayed(_sweep_rounds, pure=True)(prepared(0)[0], params, first, parts, gamma_in, gamma_out,
                                                      dask_key_name=f"refine-sweep{sweep}-{token}")
+    # one node for the parameters every task reads (not a dataclass for dask to search in every task's arguments)
+    task_params = dask.delayed(params, name=f"refine-params{sweep}-{token}", traverse=False)
     shared, sums = first, []
     for g in range(params.groups):
         if parts is not None and g > 0:
             shared = dask.delayed(_round_state, pure=True)(params.method, params.eta, *sums, *parts[g:],
                                                            dask_key_name=f"refine-round{sweep}-{token}-{g}")
         tasks = [
-            dask.delayed(_sweep_block, pure=True)(block, i, params, shared, gamma_in, gamma_out, g,
+            dask.delayed(_sweep_block, pure=True)(block, i, task_params, shared, gamma_in, gamma_out, g,
                                                   dask_key_name=f"refine-sweep{sweep}-{token}-{g}-{i}")
             for i, block in enumerate(prepared(g))
         ]
