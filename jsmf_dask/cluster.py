@@ -250,15 +250,32 @@ class _Heartbeat:
     ``_thread.interrupt_main``: that one only marks the signal pending, which a main thread blocked in a
     lock's wait without a timeout (a future's result) never looks at — the command then hung past the
     timeout (seen in full test runs: ``jsmf cooccur`` still waiting 120 s after its scheduler froze). A real
-    signal interrupts the wait, and Python raises ``KeyboardInterrupt`` there."""
+    signal interrupts the wait, and Python raises ``KeyboardInterrupt`` there.
+
+    A process started in the background without job control (``nohup jsmf … &`` from a script, as a
+    scheduled job may be) begins with SIGINT ignored, and the interrupt would never arrive. Made in the
+    main thread, the watchdog then handles SIGINT itself until :meth:`stop`: its own interrupt raises
+    ``KeyboardInterrupt``, any other SIGINT stays ignored, and :meth:`stop` leaves SIGINT ignored again (an
+    interrupt sent as it stops is ignored too)."""
 
     def __init__(self, client, timeout: float, message: str = "",
                  on_hung: Callable[[str], None] | None = None) -> None:
+        import signal
+
         self.frozen = False
         self._stop = threading.Event()
         self._client, self._timeout, self._message, self._on_hung = client, timeout, message, on_hung
+        self._ignored_sigint = (threading.current_thread() is threading.main_thread()
+                                and signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+        if self._ignored_sigint:
+            signal.signal(signal.SIGINT, self._on_sigint)
         self._thread = threading.Thread(target=self._watch, name="jsmf-heartbeat", daemon=True)
         self._thread.start()
+
+    def _on_sigint(self, signum, frame) -> None:
+        """SIGINT's handler while it would otherwise be ignored: the watchdog's interrupt only."""
+        if self.frozen:
+            raise KeyboardInterrupt
 
     def _watch(self) -> None:
         import asyncio
@@ -283,7 +300,12 @@ class _Heartbeat:
                 return
 
     def stop(self) -> None:
+        """Stop watching (SIGINT ignored again if it was when the watchdog started)."""
+        import signal
+
         self._stop.set()
+        if self._ignored_sigint and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 #: Seconds ``connect`` waits for the workers of an existing scheduler by default (``--worker-timeout``).

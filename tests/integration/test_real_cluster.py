@@ -471,10 +471,13 @@ class _SilentScheduler:
         self._thread.join(5)
 
 
-def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatch):
+@pytest.mark.parametrize("inherited", ["python's handler", "ignored"])
+def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatch, inherited):
     """The watchdog's last resort: it interrupts the main thread once the scheduler has not answered for the
     timeout, and when the process is still running HUNG_AFTER seconds later it calls ``on_hung`` with the
-    give-up message (the executable then says it, unless it has said an error, and exits 1)."""
+    give-up message (the executable then says it, unless it has said an error, and exits 1). A process started
+    with SIGINT ignored (in the background without job control: ``nohup jsmf … &`` from a script) is interrupted
+    too; any other SIGINT stays ignored, and is ignored again once the watchdog stops."""
     import jsmf_dask.cluster as cluster
 
     monkeypatch.setattr(cluster, "HUNG_AFTER", 0.3)
@@ -484,18 +487,20 @@ def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatc
         seen.append((message, time.monotonic()))
         called.set()
 
-    # Python's own SIGINT handler, whatever the run inherited: a process started in the background without job
-    # control (``nohup sh -c '…' &``) begins with SIGINT ignored, and the interrupt then never arrives (the last
-    # resort still calls on_hung)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    disposition = signal.default_int_handler if inherited == "python's handler" else signal.SIG_IGN
+    previous = signal.signal(signal.SIGINT, disposition)
     t0 = time.monotonic()
     try:
         watchdog = cluster._Heartbeat(client, 0.4, "the scheduler froze", on_hung)
         try:
+            if inherited == "ignored":
+                os.kill(os.getpid(), signal.SIGINT)  # not the watchdog's: still ignored
             time.sleep(30)
         except KeyboardInterrupt:  # the watchdog's SIGINT
             interrupted.append(time.monotonic())
         assert called.wait(10)
+        watchdog.stop()
+        assert signal.getsignal(signal.SIGINT) == disposition
     finally:
         client.close()
         signal.signal(signal.SIGINT, previous)
