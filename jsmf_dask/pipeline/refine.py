@@ -288,7 +288,7 @@ def refine(
             fs.makedirs(path, exist_ok=True)
         # each candidate's run to its stop, in its own scratch, all of them in lockstep
         starts = [start(DocumentSplit(heldout, validation), value) for value, _ in candidates]
-        with prepared_blocks(blocks, starts[0][1], corpus_nnz(corpus)) as prepared:
+        with prepared_blocks(blocks, starts[0][1], corpus_nnz(corpus), join(tmp, "_scratch", "prepared")) as prepared:
             runs = run_together([
                 sweep_loop(prepared, params, counts, scratch, alpha=alpha, eta=value, sweeps=sweeps, tol=tol,
                            stop_by_validation=True, drawn=drawn, on_sweep=on_sweep,
@@ -312,7 +312,8 @@ def refine(
             t0 = time.perf_counter()
             everyone = replace(params, split=DocumentSplit(heldout, 0.0), learn_alpha=False)
             again_sweeps = min(REFIT_SWEEPS, chosen_sweeps)
-            with prepared_blocks(blocks, everyone, corpus_nnz(corpus)) as prepared:
+            with prepared_blocks(blocks, everyone, corpus_nnz(corpus),
+                                 join(tmp, "_scratch", "prepared-refit")) as prepared:
                 again = run_sweeps(prepared, everyone, counts, scratch, alpha=None, eta=params.eta,
                                    sweeps=again_sweeps, tol=None, stop_by_validation=False,
                                    first=len(records) + 1, phase="refit", on_sweep=on_sweep)

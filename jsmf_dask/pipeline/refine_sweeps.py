@@ -25,7 +25,9 @@ from jsmf_dask import _progress
 from jsmf_dask.cluster import total_memory
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step, overrelaxed_counts
 from jsmf_dask.kernels.variational import topic_bound
-from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, prepare_tasks, sweep_tasks
+from jsmf_dask.io.fs import get_fs
+from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, load_tasks, prepare_tasks, spill_tasks, \
+    sweep_tasks
 
 __all__ = ["SweepRecord", "SweepRun", "Overrelaxation", "run_sweeps", "run_together", "sweep_loop",
            "validation_perplexity", "prepared_blocks", "PATIENCE", "IMPROVEMENT", "OVERRELAX_GROWTH",
@@ -289,20 +291,25 @@ PREPARED_BYTES_PER_NONZERO = 24
 
 
 @contextlib.contextmanager
-def prepared_blocks(blocks: list, params: SweepParams, nnz: int) -> Iterator[Callable[[int], list]]:
+def prepared_blocks(blocks: list, params: SweepParams, nnz: int,
+                    scratch: str) -> Iterator[Callable[[int | None], list]]:
     """Yield what gives each sweep its blocks' :class:`~jsmf_dask.stages.refine.PreparedBlock` tasks, by the
-    group of documents that reads them.
+    group of documents that reads them (None: every group; :func:`~jsmf_dask.stages.refine.sweep_tasks`).
 
     When the corpus's prepared blocks fit in :data:`PREPARED_MEMORY_SHARE` of
     the memory the graphs can hold, they are computed once and kept (persisted)
     for every sweep: no sweep reads Parquet, splits documents or hashes their ids
-    again (12–15% of a sweep at 20k documents). Otherwise each sweep reads its
-    blocks again, as out-of-core work must, once for each group of documents
-    (:data:`SWEEP_GROUPS`; no block is held between the groups' rounds). The
-    results are the same either way.
+    again (12–15% of a sweep at 20k documents). Otherwise they are written once
+    under ``scratch`` (:func:`~jsmf_dask.stages.refine.spill_tasks`, about
+    :data:`PREPARED_BYTES_PER_NONZERO` bytes a non-zero) and each round of a sweep
+    reads back its group's documents only, out of core: no block is held
+    between the rounds. The results are the same either way.
     """
     if nnz * PREPARED_BYTES_PER_NONZERO > PREPARED_MEMORY_SHARE * total_memory(_progress.active_client()):
-        yield lambda group: prepare_tasks(blocks, params, copy=group)
+        fs, path = get_fs(scratch)
+        fs.makedirs(path, exist_ok=True)
+        n_valid = list(_progress.compute(*spill_tasks(blocks, params, scratch)))
+        yield lambda group: load_tasks(scratch, n_valid, group, params.groups)
         return
     kept = list(_progress.persist(*prepare_tasks(blocks, params)))
     try:

@@ -1,8 +1,9 @@
 """Graph builders for ``refine``: one sweep (CVB0 or variational Bayes) as a map over row groups and a tree sum.
 
 A sweep is the same bag-over-row-groups shape as ``cooccur``: each task takes
-one row group's :class:`PreparedBlock` (read from Parquet in the sweep, or kept
-in memory from the first when the corpus fits: :func:`prepare_tasks`), without
+one row group's :class:`PreparedBlock` (kept in memory from the first sweep when
+the corpus fits, :func:`prepare_tasks`; else written to scratch once and read
+back each sweep, a group at a time: :func:`spill_tasks`), without
 its held-out documents and the validation documents it scores, updates
 its training documents from their state of the previous sweep (CVB0:
 :func:`jsmf_dask.kernels.collapsed.cvb0_step`, the state ``N_dk``; VB:
@@ -47,15 +48,15 @@ from jsmf_dask.parameters import parameter
 from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
-from jsmf_dask.io.scratch import load_array, save_array, write_table
+from jsmf_dask.io.scratch import load_array, load_sparse, save_array, save_sparse, write_table
 from jsmf_dask.kernels.collapsed import collapsed_theta, collapsed_topics, cvb0_step, draw_seeds
 from jsmf_dask.kernels.heldout import DocumentSplit, doc_groups, document_completion, doc_hashes, \
     sample_mask, split_tokens
 from jsmf_dask.kernels.variational import dirichlet_expectation, e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "sweep_tasks", "shared_state",
-           "finish_tasks", "tree_sum", "add_sums", "gamma_dir", "STATE_GENERATIONS"]
+__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "spill_tasks", "load_tasks",
+           "sweep_tasks", "shared_state", "finish_tasks", "tree_sum", "add_sums", "gamma_dir", "STATE_GENERATIONS"]
 
 #: Refinement methods: zero-order collapsed variational Bayes, and variational Bayes.
 METHODS = parameter("refine", "method").choices
@@ -172,25 +173,20 @@ def _split(block: Block, params: SweepParams):
 class PreparedBlock:
     """What a sweep reads of one row group, the same every sweep: its training documents' counts and id hashes
     by group (:attr:`SweepParams.groups`), and its scored validation documents split into observed and scored
-    halves (:func:`prepare_tasks`)."""
+    halves (:func:`prepare_tasks`). Read back from scratch (:func:`load_tasks`) it may hold some groups only,
+    and the validation halves only with group 0 (the group whose tasks score them)."""
 
-    groups: tuple  # per group: (scipy.sparse CSR, its training documents × words; their id hashes), block order
+    groups: dict  # group → (scipy.sparse CSR, its training documents × words; their id hashes), block order
     valid_observed: object | None
     valid_scored: object | None
     n_valid: int
-
-    @property
-    def nbytes(self) -> int:
-        matrices = [X for X, _ in self.groups] + [self.valid_observed, self.valid_scored]
-        return sum(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in matrices if m is not None) + \
-            sum(hashes.nbytes for _, hashes in self.groups)
 
 
 def _prepare(block: Block, params: SweepParams) -> PreparedBlock:
     (X, hashes), (V, valid_hashes), _, _ = _split(block, params)
     observed, scored = split_tokens(V, valid_hashes) if V.shape[0] else (None, None)
     group = doc_groups(hashes, params.groups)
-    return PreparedBlock(tuple((X[group == g], hashes[group == g]) for g in range(params.groups)),
+    return PreparedBlock({g: (X[group == g], hashes[group == g]) for g in range(params.groups)},
                          observed, scored, V.shape[0])
 
 
@@ -199,18 +195,59 @@ def _prepared_key_params(params: SweepParams) -> tuple:
     return params.n_words, params.split, params.validation_sample, params.groups
 
 
-def prepare_tasks(blocks: list[Block], params: SweepParams, *, copy: int = 0) -> list[dask.delayed]:
-    """A task per block reading what every sweep reads of it (:class:`PreparedBlock`).
-
-    Given to :func:`sweep_tasks` fresh each sweep, they are part of the sweep's
-    graph (the block read again: a copy per group of documents, ``copy`` the
-    group, so that no block is held from one group's round to the next);
-    persisted once, every sweep reuses them and reads no Parquet (a worker that
-    dies recomputes its part from the graph).
-    """
+def prepare_tasks(blocks: list[Block], params: SweepParams) -> list[dask.delayed]:
+    """A task per block reading what every sweep reads of it (:class:`PreparedBlock`), to be persisted once
+    for every sweep, which then reads no Parquet (a worker that dies recomputes its part from the graph)."""
     token = tokenize(blocks, _prepared_key_params(params))
-    return [dask.delayed(_prepare, pure=True)(block, params, dask_key_name=f"refine-prepare-{token}-{copy}-{i}")
+    return [dask.delayed(_prepare, pure=True)(block, params, dask_key_name=f"refine-prepare-{token}-{i}")
             for i, block in enumerate(blocks)]
+
+
+def _part_url(directory: str, index: int, part: int | str, what: str) -> str:
+    return join(directory, f"block-{index:05d}-{part}-{what}")
+
+
+def spill_tasks(blocks: list[Block], params: SweepParams, directory: str) -> list[dask.delayed]:
+    """A task per block writing what every sweep reads of it (:class:`PreparedBlock`) under ``directory``: a
+    CSR file and an array of id hashes per group of documents, and the validation documents' halves; each task
+    returns the block's validation documents (:func:`load_tasks` needs them).
+
+    For a corpus whose prepared blocks do not fit in memory: each sweep then reads every block once, each
+    group's round only its own documents (:func:`load_tasks`), in place of reading and splitting the Parquet
+    row group again in every round (on lda-20k, out of core: 0.86 s a sweep against 0.27 s in memory)."""
+    token = tokenize(blocks, _prepared_key_params(params), directory)
+    return [dask.delayed(_spill, pure=True)(block, i, params, directory, dask_key_name=f"refine-spill-{token}-{i}")
+            for i, block in enumerate(blocks)]
+
+
+def _spill(block: Block, index: int, params: SweepParams, directory: str) -> int:
+    prepared = _prepare(block, params)
+    for g, (X, hashes) in prepared.groups.items():
+        save_sparse(_part_url(directory, index, g, "counts.npz"), X)
+        save_array(_part_url(directory, index, g, "hashes.npy"), hashes)
+    if prepared.n_valid:
+        save_sparse(_part_url(directory, index, "valid", "observed.npz"), prepared.valid_observed)
+        save_sparse(_part_url(directory, index, "valid", "scored.npz"), prepared.valid_scored)
+    return prepared.n_valid
+
+
+def load_tasks(directory: str, n_valid: list[int], group: int | None, n_groups: int) -> list[dask.delayed]:
+    """A task per block reading back what :func:`spill_tasks` wrote of it: the documents of ``group`` (None:
+    every group), with the validation halves when that includes group 0; ``n_valid``: the spill tasks'
+    results."""
+    token = tokenize(directory, group)
+    return [dask.delayed(_load, pure=True)(directory, i, range(n_groups) if group is None else (group,), n,
+                                           dask_key_name=f"refine-load-{token}-{i}")
+            for i, n in enumerate(n_valid)]
+
+
+def _load(directory: str, index: int, groups, n_valid: int) -> PreparedBlock:
+    parts = {g: (load_sparse(_part_url(directory, index, g, "counts.npz")),
+                 load_array(_part_url(directory, index, g, "hashes.npy"))) for g in groups}
+    if n_valid and 0 in groups:
+        return PreparedBlock(parts, load_sparse(_part_url(directory, index, "valid", "observed.npz")),
+                             load_sparse(_part_url(directory, index, "valid", "scored.npz")), n_valid)
+    return PreparedBlock(parts, None, None, n_valid)
 
 
 def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -335,7 +372,7 @@ def _round_state(method: str, eta: float, *latest) -> tuple[np.ndarray, None]:
     return _update_from(method, counts, eta), None
 
 
-def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np.ndarray,
+def sweep_tasks(prepared: Callable[[int | None], list], params: SweepParams, counts: np.ndarray,
                 parts: list[np.ndarray] | None,
                 gamma_in: str | None, gamma_out: str, *, sweep: int) -> dask.delayed:
     """One sweep as one delayed list of :class:`BlockSums`, one per group of documents (:attr:`SweepParams.groups`):
@@ -345,9 +382,10 @@ def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np
     Without ``parts`` (the first sweep, or one group) every group starts from ``counts``. With them (each
     group's counts from its last visit, summing to ``counts``) the groups go in turn: a group's tasks start from
     ``W`` with every group before it replaced by its new sums, a task between the rounds forming it, so a sweep
-    is still one graph. ``prepared(g)``: the tasks group ``g`` reads (:func:`prepare_tasks`'s, fresh, or
-    persisted once for every sweep and group). A corpus of one block has no rounds to spread: its sweep is one
-    task (:func:`_sweep_rounds`) with the same arithmetic in the same order, without a task and a barrier per
+    is still one graph. ``prepared(g)``: a task per block giving its :class:`PreparedBlock` with group ``g``
+    (None: every group) — persisted once for every sweep (:func:`prepare_tasks`), or read back from scratch
+    (:func:`load_tasks`). A corpus of one block has no rounds to spread: its sweep is one task
+    (:func:`_sweep_rounds`) with the same arithmetic in the same order, without a task and a barrier per
     round. Group 0's tasks score the validation documents, under the topics of ``counts``.
 
     Keys carry a token of ``gamma_out`` and ``sweep`` (with the blocks and parameters): a run's scratch is its
@@ -357,7 +395,7 @@ def sweep_tasks(prepared: Callable[[int], list], params: SweepParams, counts: np
     token = tokenize(prepared(0), params, gamma_in, gamma_out, sweep)
     first = _shared_in_graph(params, counts, f"refine-shared{sweep}-{token}")
     if len(prepared(0)) == 1:
-        return dask.delayed(_sweep_rounds, pure=True)(prepared(0)[0], params, first, parts, gamma_in, gamma_out,
+        return dask.delayed(_sweep_rounds, pure=True)(prepared(None)[0], params, first, parts, gamma_in, gamma_out,
                                                      dask_key_name=f"refine-sweep{sweep}-{token}")
     # one node for the parameters every task reads (not a dataclass for dask to search in every task's arguments)
     task_params = dask.delayed(params, name=f"refine-params{sweep}-{token}", traverse=False)

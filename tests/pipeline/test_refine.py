@@ -632,41 +632,45 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
 
 
 @pytest.mark.parametrize("method", ["cvb0", "vb"])
-def test_blocks_kept_between_sweeps_or_read_each_sweep_give_the_same_model(lda_root, monkeypatch, method):
+def test_blocks_kept_between_sweeps_or_spilled_to_scratch_give_the_same_model(lda_root, monkeypatch, method):
     """A corpus whose prepared blocks fit in memory is read once for all sweeps (and once more by the final
-    pass); one that does not is read every sweep (CVB0: once per group of documents), out of core. Same model
-    either way."""
+    pass); one that does not is read once too, written to scratch, and each round of a sweep reads back its own
+    group's documents of every block, out of core. Same model either way."""
     import jsmf_dask.pipeline.refine_sweeps as refine_sweeps
     import jsmf_dask.stages.refine as stages
 
     from jsmf_dask.io.parquet import corpus_dir, list_blocks
 
     n_blocks = len(list_blocks(corpus_dir(str(lda_root))))
-    reads = []
-    real = stages.read_block
-    monkeypatch.setattr(stages, "read_block", lambda block, n: reads.append(block) or real(block, n))
+    reads, loads = [], []
+    real_read, real_load = stages.read_block, stages.load_sparse
+    monkeypatch.setattr(stages, "read_block", lambda block, n: reads.append(block) or real_read(block, n))
+    monkeypatch.setattr(stages, "load_sparse", lambda url: loads.append(url) or real_load(url))
     with dask.config.set(scheduler="threads"):
         kept = refine(lda_root, model="ap", method=method, sweeps=4, tol=None, validation=0, name=f"kept-{method}")
         n_kept = len(reads)
-        monkeypatch.setattr(refine_sweeps, "PREPARED_MEMORY_SHARE", 0.0)  # nothing fits: read every sweep
+        monkeypatch.setattr(refine_sweeps, "PREPARED_MEMORY_SHARE", 0.0)  # nothing fits: spilled to scratch
         again = refine(lda_root, model="ap", method=method, sweeps=4, tol=None, validation=0,
-                       name=f"reread-{method}")
+                       name=f"spilled-{method}")
     assert n_blocks > 1 and kept.n_iter == again.n_iter == 4
     assert n_kept == 2 * n_blocks  # prepared once, then the final pass
-    # out of core, a CVB0 sweep reads a block once per group of documents (no block is held between the rounds)
-    reads_a_sweep = SWEEP_GROUPS if method == "cvb0" else 1
-    assert len(reads) - n_kept == (4 * reads_a_sweep + 1) * n_blocks
+    assert len(reads) - n_kept == 2 * n_blocks  # spilled once, then the final pass
+    # each sweep's rounds read back every block's documents once, a group at a time (one group for VB)
+    groups = SWEEP_GROUPS if method == "cvb0" else 1
+    assert len(loads) == 4 * groups * n_blocks and len(set(loads)) == groups * n_blocks
     for key in ("B", "A", "alpha"):
         np.testing.assert_allclose(open_model(str(lda_root), f"kept-{method}").arrays[key],
-                                   open_model(str(lda_root), f"reread-{method}").arrays[key], rtol=0, atol=1e-12)
+                                   open_model(str(lda_root), f"spilled-{method}").arrays[key], rtol=0, atol=1e-12)
+    assert not list((lda_root / "model.zarr").glob(f"spilled-{method}/_scratch"))
 
 
-def test_a_corpus_of_one_block_sweeps_in_one_task_to_the_same_model(lda_root, tmp_path):
+def test_a_corpus_of_one_block_sweeps_in_one_task_to_the_same_model(lda_root, tmp_path, monkeypatch):
     """One row group has no rounds to spread over tasks: its sweep is one task doing every group in turn, the
     same model as the same documents in four row groups (their W sums differ in order only: 1e-10, as across
-    clusters)."""
+    clusters), kept in memory or spilled to scratch."""
     import shutil
 
+    import jsmf_dask.pipeline.refine_sweeps as refine_sweeps
     from jsmf_dask.io.parquet import corpus_dir, list_blocks
     from jsmf_dask.kernels.heldout import DocumentSplit
     from jsmf_dask.stages.refine import SweepParams, prepare_tasks, sweep_tasks
@@ -679,9 +683,13 @@ def test_a_corpus_of_one_block_sweeps_in_one_task_to_the_same_model(lda_root, tm
     with dask.config.set(scheduler="threads"):
         a = refine(one, model="ap", sweeps=4, tol=None, validation=0, name="one-block")
         b = refine(lda_root, model="ap", sweeps=4, tol=None, validation=0, name="four-blocks")
-    assert a.n_iter == b.n_iter == 4
+        monkeypatch.setattr(refine_sweeps, "PREPARED_MEMORY_SHARE", 0.0)
+        c = refine(one, model="ap", sweeps=4, tol=None, validation=0, name="one-block-spilled")
+    assert a.n_iter == b.n_iter == c.n_iter == 4
     np.testing.assert_allclose(open_model(str(one), "one-block").group["lambda"][...],
                                open_model(str(lda_root), "four-blocks").group["lambda"][...], rtol=1e-10, atol=0)
+    np.testing.assert_array_equal(open_model(str(one), "one-block").group["lambda"][...],
+                                  open_model(str(one), "one-block-spilled").group["lambda"][...])
     # a sweep's graph in rounds: one task for one block; a task per block and group (and the rounds') for four
     params = SweepParams(400, "cvb0", np.full(6, 0.1), 0.05, DocumentSplit(0.1, 0.0), 3, 1e-3, groups=SWEEP_GROUPS)
     counts = np.ones((400, 6))
@@ -749,7 +757,7 @@ def test_drawn_sweeps_come_first_and_the_model_is_a_soft_state_after_them(plain_
     assert np.abs(soft.B - r.B).max() > 1e-6
 
 
-def test_drawn_sweeps_give_the_same_model_with_blocks_kept_or_read_each_sweep(lda_root, monkeypatch):
+def test_drawn_sweeps_give_the_same_model_with_blocks_kept_or_spilled_to_scratch(lda_root, monkeypatch):
     """A document's draws are seeded by its id and the sweep: the blocks' persistence, and so the tasks' order
     and threads, change nothing."""
     import jsmf_dask.pipeline.refine_sweeps as refine_sweeps
@@ -757,7 +765,7 @@ def test_drawn_sweeps_give_the_same_model_with_blocks_kept_or_read_each_sweep(ld
     with dask.config.set(scheduler="threads"):
         kept = refine(lda_root, model="ap", sweeps=5, drawn_sweeps=3, tol=None, validation=0, name="drawn-kept")
         monkeypatch.setattr(refine_sweeps, "PREPARED_MEMORY_SHARE", 0.0)
-        again = refine(lda_root, model="ap", sweeps=5, drawn_sweeps=3, tol=None, validation=0, name="drawn-reread")
+        again = refine(lda_root, model="ap", sweeps=5, drawn_sweeps=3, tol=None, validation=0, name="drawn-spilled")
     np.testing.assert_allclose(again.B, kept.B, rtol=0, atol=1e-12)
 
 
