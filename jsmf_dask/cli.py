@@ -361,7 +361,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
     """Entry point of ``jsmf``; returns the exit status.
 
     ``exit_when_hung`` (the ``jsmf`` executable's): a command that gave up on a frozen scheduler
-    (``--heartbeat-timeout``) but is still running :data:`~jsmf_dask.cluster.HUNG_AFTER` seconds later (its
+    (``--heartbeat-timeout``) but is still running :data:`~jsmf_dask._heartbeat.HUNG_AFTER` seconds later (its
     exit waits on that scheduler) ends the process with status 1, having said why.
     """
     said = threading.Event()  # an error line was printed (what a hung process's last resort need not repeat)

@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "jsmf_dask"
 MAX_LINES = 500
 
 BASE = {"exceptions", "_validation", "config", "parameters"}
-EXECUTION = {"cluster", "_worker_plugins", "_progress"}
+EXECUTION = {"cluster", "_heartbeat", "_worker_plugins", "_progress"}
 #: group → the groups it may import (itself included)
 ALLOWED = {
     "base": {"base"},

@@ -453,7 +453,7 @@ def test_a_frozen_scheduler_is_given_up_on_within_the_heartbeat_timeout(corpus, 
 
 
 class _SilentScheduler:
-    """What :class:`~jsmf_dask.cluster._Heartbeat` needs of a client whose scheduler never answers: an event loop
+    """What :class:`~jsmf_dask._heartbeat.Heartbeat` needs of a client whose scheduler never answers: an event loop
     (in a thread) and a ``scheduler.identity`` that waits for ever."""
 
     def __init__(self):
@@ -478,9 +478,9 @@ def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatc
     give-up message (the executable then says it, unless it has said an error, and exits 1). A process started
     with SIGINT ignored (in the background without job control: ``nohup jsmf … &`` from a script) is interrupted
     too; any other SIGINT stays ignored, and is ignored again once the watchdog stops."""
-    import jsmf_dask.cluster as cluster
+    import jsmf_dask._heartbeat as heartbeat
 
-    monkeypatch.setattr(cluster, "HUNG_AFTER", 0.3)
+    monkeypatch.setattr(heartbeat, "HUNG_AFTER", 0.3)
     client, called, interrupted, seen = _SilentScheduler(), threading.Event(), [], []
 
     def on_hung(message):
@@ -491,7 +491,7 @@ def test_a_process_still_running_after_the_heartbeat_gave_up_is_ended(monkeypatc
     previous = signal.signal(signal.SIGINT, disposition)
     t0 = time.monotonic()
     try:
-        watchdog = cluster._Heartbeat(client, 0.4, "the scheduler froze", on_hung)
+        watchdog = heartbeat.Heartbeat(client, 0.4, "the scheduler froze", on_hung)
         try:
             if inherited == "ignored":
                 os.kill(os.getpid(), signal.SIGINT)  # not the watchdog's: still ignored
