@@ -1,6 +1,5 @@
-"""Stage runners: validate, build the stage's graphs, compute them, commit the output atomically."""
+"""Stage runners: validate, build the stage's graphs, compute them, commit the output atomically.
 
-from jsmf_dask.pipeline.cooccur import CooccurrenceSummary, cooccur
-from jsmf_dask.pipeline.ingest import IngestReport, ingest
-
-__all__ = ["ingest", "IngestReport", "cooccur", "CooccurrenceSummary"]
+One module per stage (``ingest``, ``cooccur``, ``fit``, ``refine``, …), imported on its own: a command
+loads only what its stage needs (the top-level :mod:`jsmf_dask` names them all, lazily).
+"""

@@ -44,7 +44,7 @@ from jsmf_dask.io.fs import join, write_file
 from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, sharing_C
-from jsmf_dask.kernels.heldout import DocumentSplit
+from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.metrics import coherence, dissimilarity, npmi_coherence, top_words
 from jsmf_dask.kernels.model_selection import RULE, perplexity_curve, recommend_k
 from jsmf_dask.parameters import CHOOSE_K_EIG_TOL, CHOOSE_K_ITERATIONS, CHOOSE_K_SWEEPS

@@ -36,7 +36,7 @@ from jsmf_dask.io.parquet import (
 )
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, create_cooccurrence, open_cooccurrence, write_compressed, zarr_store
-from jsmf_dask.kernels.heldout import DocumentSplit
+from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.stages.compressed import block_totals, product_task, scaled_blocks
 from jsmf_dask.stages.cooccurrence import (

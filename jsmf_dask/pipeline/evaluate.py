@@ -24,7 +24,8 @@ from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks, read_vocabulary
 from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
-from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR, DocumentSplit
+from jsmf_dask.kernels.doc_split import DocumentSplit
+from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR
 from jsmf_dask.kernels.metrics import (
     approximation,
     coherence,

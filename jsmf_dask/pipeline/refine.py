@@ -39,7 +39,7 @@ from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_validation_fraction, zarr_store
 from jsmf_dask.kernels.metrics import topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics
-from jsmf_dask.kernels.heldout import DocumentSplit
+from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.variational import moment_alpha, topic_bound, topic_shares, topics_from_model
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior

@@ -67,7 +67,7 @@ OVERRELAX_GROWTH = 1.2
 OVERRELAX_MAX_STEP = 5.0
 
 #: CVB0's sweeps after the first visit the training documents in this many groups by id
-#: (:func:`~jsmf_dask.kernels.heldout.doc_groups`), one after another, ``W`` refreshed after each: the
+#: (:func:`~jsmf_dask.kernels.doc_split.doc_groups`), one after another, ``W`` refreshed after each: the
 #: incremental EM of Neal & Hinton (1998, "A view of the EM algorithm that justifies incremental, sparse, and
 #: other variants"), the batch counterpart of stochastic CVB0's frequent updates (Foulds et al. 2013). A group's
 #: counts from its last visit are replaced by its new ones, so ``W`` is always the sum of every document's

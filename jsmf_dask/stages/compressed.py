@@ -23,7 +23,7 @@ from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
 from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, gram_product
-from jsmf_dask.kernels.heldout import DocumentSplit
+from jsmf_dask.kernels.doc_split import DocumentSplit
 
 __all__ = ["scaled_blocks", "block_totals", "product_task"]
 

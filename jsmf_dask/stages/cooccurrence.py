@@ -23,7 +23,7 @@ from dask.base import tokenize
 from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, doc_id_hashes, read_block
 from jsmf_dask.io.scratch import load_sparse, save_sparse
-from jsmf_dask.kernels.heldout import DocumentSplit
+from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.io.zarr_store import read_tile, write_tile
 from jsmf_dask.kernels.cooccurrence import BlockTotals, block_contribution, count_matrix, mirror_upper, \
     tile_products
@@ -84,7 +84,7 @@ def block_partials(blocks: list[Block], n_words: int, edges: np.ndarray, scratch
                    split: DocumentSplit = DocumentSplit()) -> db.Bag:
     """Map: a bag with one ``(BlockTotals, doc_id hashes)`` per row-group block.
 
-    Documents held out or kept for validation (:class:`~jsmf_dask.kernels.heldout.DocumentSplit`)
+    Documents held out or kept for validation (:class:`~jsmf_dask.kernels.doc_split.DocumentSplit`)
     are not counted; their hashes are still returned. Side effect of each task: ``H̃[:, I]`` of its block for every word block
     ``I``, written under ``scratch`` (idempotent: a rerun rewrites the same files).
     """

@@ -26,7 +26,8 @@ from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, read_block
 from jsmf_dask.io.zarr_store import StoredRows, read_entries
-from jsmf_dask.kernels.heldout import DocumentSplit, doc_hashes, document_completion, sample_mask, split_tokens
+from jsmf_dask.kernels.doc_split import DocumentSplit, doc_hashes, sample_mask
+from jsmf_dask.kernels.heldout import document_completion, split_tokens
 from jsmf_dask.kernels.metrics import fit_partials
 from jsmf_dask.stages.infer import block_counts
 
@@ -193,7 +194,7 @@ def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSpli
     which : {'validation', 'heldout'}, default='validation'
     sample : float, default=1.0
         Score only this fraction of those documents, a sample by id
-        (:func:`~jsmf_dask.kernels.heldout.sample_mask`: the documents a
+        (:func:`~jsmf_dask.kernels.doc_split.sample_mask`: the documents a
         refine with this ``validation_sample`` scored, and so never trained on).
     """
     if which not in ("validation", "heldout"):

@@ -17,7 +17,7 @@ their scores reach the driver one per document (two states compared on the
 same documents give a paired error).
 CVB0's sweeps after the first are rounds in one graph: each round's tasks update one
 group of training documents by id (:attr:`SweepParams.groups`,
-:func:`jsmf_dask.kernels.heldout.doc_groups`) from a ``W`` that a task between the
+:func:`jsmf_dask.kernels.doc_split.doc_groups`) from a ``W`` that a task between the
 rounds forms from every group's latest counts (:func:`sweep_tasks`); a
 :class:`PreparedBlock` keeps its documents by group, and the tree sums are per group.
 The state stays out of the driver: each task reads its block's state from
@@ -50,8 +50,8 @@ from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.io.scratch import load_array, load_sparse, save_array, save_sparse, write_table
 from jsmf_dask.kernels.collapsed import collapsed_theta, collapsed_topics, cvb0_step, draw_seeds
-from jsmf_dask.kernels.heldout import DocumentSplit, doc_groups, document_completion, doc_hashes, \
-    sample_mask, split_tokens
+from jsmf_dask.kernels.doc_split import DocumentSplit, doc_groups, doc_hashes, sample_mask
+from jsmf_dask.kernels.heldout import document_completion, split_tokens
 from jsmf_dask.kernels.variational import dirichlet_expectation, e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 

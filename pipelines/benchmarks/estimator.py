@@ -48,7 +48,8 @@ def nips_texts() -> list[str]:
 
 
 def heldout_perplexity(B: np.ndarray, alpha: np.ndarray, X_test) -> float:
-    from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, split_tokens
+    from jsmf_dask.kernels.doc_split import doc_hashes
+    from jsmf_dask.kernels.heldout import completion_log_likelihood, split_tokens
 
     X = sps.csr_array(X_test, dtype=np.float64)
     observed, scored = split_tokens(X, doc_hashes([str(i) for i in range(X.shape[0])]))

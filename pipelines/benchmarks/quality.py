@@ -171,7 +171,7 @@ def _training_matrix(root: str, heldout: float):
     import scipy.sparse as sps
 
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block, read_vocabulary
-    from jsmf_dask.kernels.heldout import DocumentSplit
+    from jsmf_dask.kernels.doc_split import DocumentSplit
     from jsmf_dask.stages.infer import block_counts
 
     n = read_vocabulary(corpus_dir(root)).num_rows

@@ -29,7 +29,8 @@ import scipy.sparse as sps
 import jsmf_dask.pipeline.refine as refine_module
 from jsmf_dask import RectifiedAnchorWords
 from jsmf_dask.io.parquet import list_blocks, read_block
-from jsmf_dask.kernels.heldout import DocumentSplit, completion_log_likelihood, doc_hashes, split_tokens
+from jsmf_dask.kernels.doc_split import DocumentSplit, doc_hashes
+from jsmf_dask.kernels.heldout import completion_log_likelihood, split_tokens
 from jsmf_dask.stages.infer import block_counts
 
 HELDOUT = 0.1

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsmf_dask.kernels.heldout import DocumentSplit, doc_groups, doc_hashes, sample_mask
+from jsmf_dask.kernels.doc_split import DocumentSplit, doc_groups, doc_hashes, sample_mask
 
 IDS = [f"doc-{i}" for i in range(8000)]
 

@@ -13,7 +13,7 @@ from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.model_store import list_models
 from jsmf_dask.pipeline.choose_k import choose_k, model_names
 from jsmf_dask.pipeline.synth import synth
-from jsmf_dask.kernels.heldout import DocumentSplit
+from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
 
 
@@ -228,7 +228,7 @@ def test_choose_k_scores_only_validation_documents_no_refine_trained_on(tmp_path
     (a document some K trained on would flatter it), the same documents for every K."""
     import jsmf_dask.pipeline.refine as refine_module
     from jsmf_dask.io.model_store import open_model
-    from jsmf_dask.kernels.heldout import doc_hashes, sample_mask
+    from jsmf_dask.kernels.doc_split import doc_hashes, sample_mask
 
     root = tmp_path / "r"
     synth(root, n_docs=1000, n_words=200, n_topics=3, doc_length=40, seed=5, topics_from="dirichlet")

@@ -46,7 +46,7 @@ def test_gibbs_trains_on_every_document_not_held_out(tmp_path):
     the reference; the held-out ones stay unseen."""
     pytest.importorskip("tomotopy")
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
-    from jsmf_dask.kernels.heldout import heldout_mask
+    from jsmf_dask.kernels.doc_split import heldout_mask
     from jsmf_dask.pipeline.gibbs import fit_gibbs
 
     synth(tmp_path, n_docs=400, n_words=60, n_topics=3, doc_length=30, seed=2)

@@ -12,7 +12,8 @@ import scipy.sparse as sps
 from jsmf_dask import cooccur, evaluate, fit, ingest, open_cooccurrence, synth
 from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
-from jsmf_dask.kernels.heldout import completion_log_likelihood, doc_hashes, heldout_mask, split_tokens
+from jsmf_dask.kernels.doc_split import doc_hashes, heldout_mask
+from jsmf_dask.kernels.heldout import completion_log_likelihood, split_tokens
 from jsmf_dask.pipeline.synth import read_truth
 from tests.conftest import REUTERS_DOCWORD
 from tests.pipeline.test_incremental import parts  # noqa: F401  (the two-day Reuters fixture)
@@ -213,7 +214,7 @@ def test_reuters_c_without_its_heldout_documents_is_the_c_of_the_rest(tmp_path):
 def test_validation_documents_are_disjoint_from_held_out_ones_and_left_out_of_C(tmp_path):
     """C with held-out and validation documents left out is the dense C of the rest; the counts are recorded;
     the validation set is the other end of the same hash (disjoint, by id alone)."""
-    from jsmf_dask.kernels.heldout import DocumentSplit, validation_mask
+    from jsmf_dask.kernels.doc_split import DocumentSplit, validation_mask
     from tests.conftest import dense_cooccurrence
 
     ids = [f"doc-{i}" for i in range(20000)]

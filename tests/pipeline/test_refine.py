@@ -90,7 +90,7 @@ def test_stored_like_any_model(lda_root, refined):
 def test_doc_topics_of_every_training_document(lda_root, refined):
     import pyarrow.dataset as ds
 
-    from jsmf_dask.kernels.heldout import heldout_mask
+    from jsmf_dask.kernels.doc_split import heldout_mask
 
     table = ds.dataset(str(lda_root / "model.zarr" / "ap-vb" / "doc_topics"), format="parquet").to_table()
     shards = sorted(str(p) for p in (lda_root / "corpus").glob("part-*.parquet"))
@@ -454,7 +454,7 @@ def test_cli_refine_with_eta_candidates_and_drawn_sweeps_says_what_it_chose(plai
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
     import jsmf_dask.pipeline.refine as refine_module
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
-    from jsmf_dask.kernels.heldout import DocumentSplit, doc_hashes, sample_mask
+    from jsmf_dask.kernels.doc_split import DocumentSplit, doc_hashes, sample_mask
 
     refine(plain_lda_root, model="ap", sweeps=3, tol=None, name="all-scored")
     monkeypatch.setattr(refine_module, "VALIDATION_SCORED_DOCS", 100)
@@ -672,7 +672,7 @@ def test_a_corpus_of_one_block_sweeps_in_one_task_to_the_same_model(lda_root, tm
 
     import jsmf_dask.pipeline.refine_sweeps as refine_sweeps
     from jsmf_dask.io.parquet import corpus_dir, list_blocks
-    from jsmf_dask.kernels.heldout import DocumentSplit
+    from jsmf_dask.kernels.doc_split import DocumentSplit
     from jsmf_dask.stages.refine import SweepParams, prepare_tasks, sweep_tasks
 
     one = tmp_path / "one"
