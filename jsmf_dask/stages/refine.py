@@ -210,7 +210,7 @@ def _part_url(directory: str, index: int, part: int | str, what: str) -> str:
 def spill_tasks(blocks: list[Block], params: SweepParams, directory: str) -> list[dask.delayed]:
     """A task per block writing what every sweep reads of it (:class:`PreparedBlock`) under ``directory``: a
     CSR file and an array of id hashes per group of documents, and the validation documents' halves; each task
-    returns the block's validation documents (:func:`load_tasks` needs them).
+    returns how many validation documents the block scores (:func:`load_tasks` needs it).
 
     For a corpus whose prepared blocks do not fit in memory: each sweep then reads every block once, each
     group's round only its own documents (:func:`load_tasks`), in place of reading and splitting the Parquet
@@ -263,8 +263,9 @@ def _scores(observed, scored, topics: np.ndarray, alpha: np.ndarray) -> tuple[np
     return ll, n_tokens
 
 
-def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams, shared: tuple[np.ndarray, np.ndarray | None],
-                 state_in: str | None, state_out: str, group: int) -> BlockSums:
+def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams,
+                 shared: tuple[np.ndarray, np.ndarray | None], state_in: str | None, state_out: str,
+                 group: int) -> BlockSums:
     """The block's training documents of one ``group``; group 0's task also scores the validation documents.
     ``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored (None
     after the first round)."""
