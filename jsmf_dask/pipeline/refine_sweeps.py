@@ -25,7 +25,7 @@ from jsmf_dask import _progress
 from jsmf_dask.cluster import total_memory
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step, overrelaxed_counts
 from jsmf_dask.kernels.variational import topic_bound
-from jsmf_dask.io.fs import get_fs
+from jsmf_dask.io.fs import check_free_space, get_fs
 from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, load_tasks, prepare_tasks, spill_tasks, \
     sweep_tasks
 
@@ -303,9 +303,13 @@ def prepared_blocks(blocks: list, params: SweepParams, nnz: int,
     under ``scratch`` (:func:`~jsmf_dask.stages.refine.spill_tasks`, about
     :data:`PREPARED_BYTES_PER_NONZERO` bytes a non-zero) and each round of a sweep
     reads back its group's documents only, out of core: no block is held
-    between the rounds. The results are the same either way.
+    between the rounds (a file system without that room is an error before
+    any sweep). The results are the same either way.
     """
     if nnz * PREPARED_BYTES_PER_NONZERO > PREPARED_MEMORY_SHARE * total_memory(_progress.active_client()):
+        check_free_space(scratch, nnz * PREPARED_BYTES_PER_NONZERO,
+                         f"refine out of core (the corpus's prepared row groups, {nnz} non-zeros, written once to "
+                         f"scratch: the corpus does not fit in a quarter of the workers' memory)")
         fs, path = get_fs(scratch)
         fs.makedirs(path, exist_ok=True)
         n_valid = list(_progress.compute(*spill_tasks(blocks, params, scratch)))

@@ -664,6 +664,20 @@ def test_blocks_kept_between_sweeps_or_spilled_to_scratch_give_the_same_model(ld
     assert not list((lda_root / "model.zarr").glob(f"spilled-{method}/_scratch"))
 
 
+def test_out_of_core_without_room_for_the_spilled_blocks_is_an_error_before_any_sweep(lda_root, monkeypatch):
+    import jsmf_dask.io.fs as fs
+    import jsmf_dask.pipeline.refine_sweeps as refine_sweeps
+
+    monkeypatch.setattr(refine_sweeps, "PREPARED_MEMORY_SHARE", 0.0)  # nothing fits: spilled to scratch
+    monkeypatch.setattr(fs, "free_bytes", lambda url: 10_000)
+    swept = []
+    monkeypatch.setattr(refine_sweeps, "sweep_tasks", lambda *args, **kwargs: swept.append(args))
+    with pytest.raises(StoreError, match=r"refine out of core .* needs up to .* GiB, and its file system has"):
+        refine(lda_root, model="ap", sweeps=2, validation=0, name="no-room")
+    assert not swept
+    assert not list((lda_root / "model.zarr").glob("*no-room*"))
+
+
 def test_a_corpus_of_one_block_sweeps_in_one_task_to_the_same_model(lda_root, tmp_path, monkeypatch):
     """One row group has no rounds to spread over tasks: its sweep is one task doing every group in turn, the
     same model as the same documents in four row groups (their W sums differ in order only: 1e-10, as across
