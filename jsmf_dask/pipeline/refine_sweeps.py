@@ -23,9 +23,9 @@ import numpy as np
 
 from jsmf_dask import _progress
 from jsmf_dask.cluster import total_memory
+from jsmf_dask.io.fs import check_free_space, get_fs
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step, overrelaxed_counts
 from jsmf_dask.kernels.variational import topic_bound
-from jsmf_dask.io.fs import check_free_space, get_fs
 from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, load_tasks, prepare_tasks, spill_tasks, \
     sweep_tasks
 
