@@ -37,7 +37,7 @@ def _prepare_root(corpus: str, out: Path) -> tuple[str, str]:
     """A run root with the corpus ingested, C built (5% validation) and the spectral fit; its model's name."""
     from jsmf_dask import cooccur, fit, ingest
 
-    inputs, flags, k = _inputs(corpus, out, out)
+    inputs, _, k = _inputs(corpus, out, out)  # synthetic corpora: no extra ingest flags
     root = out / f"ooc-{corpus}"
     if not (root / "model.zarr" / f"k{k}-ap").exists():
         ingest(root, inputs, vocab_size=5000, overwrite=True)
