@@ -66,7 +66,7 @@ def run(out: Path) -> dict[str, dict[str, np.ndarray]]:
                 models[key] = {a: np.asarray(arrays[a]) for a in ARRAYS if a in arrays}
             rng = np.random.default_rng(0)
             X = sps.random(400, 300, density=0.05, random_state=rng, data_rvs=lambda n: rng.integers(1, 5, n))
-            est = RectifiedAnchorWords(n_topics=8, min_anchor_df=0).fit_cooccurrence(*_cooccurrence(X))
+            est = RectifiedAnchorWords(n_components=8, min_anchor_df=0, refine=None).fit_cooccurrence(*_cooccurrence(X))
             models[f"{corpus}/estimator"] = {"B": est.components_.T, "A": est.topic_topic_}
     return models
 
