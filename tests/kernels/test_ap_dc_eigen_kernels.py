@@ -19,12 +19,11 @@ def noisy_cooccurrence(n: int, k: int, seed: int, docs: int = 400) -> np.ndarray
     rng = np.random.default_rng(seed)
     B = separable_topics(n, k, rng, concentration=0.2)
     corpus = sample_corpus(B, np.full(k, 0.3), docs, 30, rng)
-    C = np.zeros((n, n))
-    for d in corpus.documents():
-        h = np.zeros(n)
-        h[list(d)] = list(d.values())
-        m = h.sum()
-        C += (np.outer(h, h) - np.diag(h)) / (m * (m - 1))
+    H = np.zeros((docs, n))  # a row per document: its counts h, C = Σ_d (h hᵀ − diag h) / (m (m − 1))
+    for i, d in enumerate(corpus.documents()):
+        H[i, list(d)] = list(d.values())
+    m = H.sum(axis=1, keepdims=True)
+    C = (H / np.sqrt(m * (m - 1))).T @ (H / np.sqrt(m * (m - 1))) - np.diag((H / (m * (m - 1))).sum(axis=0))
     return C / C.sum()
 
 
