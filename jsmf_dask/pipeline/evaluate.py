@@ -19,27 +19,27 @@ import numpy as np
 
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout, check_name
+from jsmf_dask.cluster import Work, choose_engine
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
-from jsmf_dask.io.model_store import FittedModel, list_models, open_model, stored_rectified
+from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks, read_vocabulary
 from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR
+from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.kernels.metrics import (
     approximation,
     coherence,
     dissimilarity,
     dominancy,
+    low_rank_partials,
     recovery,
     specificity,
     top_words,
 )
-from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.kernels.model_selection import paired_gap, ratio_se
-from jsmf_dask.io.model_store import low_rank_rectified
 from jsmf_dask.kernels.upper_sparse import symmetric_from_upper
-from jsmf_dask.kernels.metrics import low_rank_partials
 from jsmf_dask.stages.evaluate import (
     DocumentScores,
     codoc_tasks,
@@ -47,7 +47,6 @@ from jsmf_dask.stages.evaluate import (
     document_scores_tasks,
     fit_partials_tasks,
 )
-from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["evaluate", "METRICS", "metrics_path", "read_metrics", "TOP_WORDS", "heldout_perplexity",
            "heldout_document_scores",
