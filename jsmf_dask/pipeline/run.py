@@ -19,15 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jsmf_dask.parameters import parameter, refined_fit_iterations
-from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
-from jsmf_dask.io.model_store import model_path
+from jsmf_dask.io.model_store import chosen_model, model_path
+from jsmf_dask.parameters import parameter, refined_fit_iterations
 from jsmf_dask.pipeline.cooccur import cooccur
 from jsmf_dask.pipeline.fit import fit
 from jsmf_dask.pipeline.fit_model import default_name
-from jsmf_dask.io.model_store import chosen_model
 from jsmf_dask.pipeline.ingest import ingest
 from jsmf_dask.pipeline.ingest_inputs import uci_vocab_for
 from jsmf_dask.pipeline.refine import default_refined_name, refine
