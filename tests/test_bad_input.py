@@ -60,6 +60,9 @@ INGEST_CASES = [
          InputError, r"line 5: docID 1 after docID 2; expected lines grouped by document"),
     Case("empty-after-curation", lambda t: {"inputs": uci(t), "min_doc_tokens": 100}, InputError,
          r"the corpus is empty after curation: every document has fewer than 100 tokens"),
+    Case("text-without-tokens", lambda t: _text_dir(t, {"a.txt": b"w1 w2 x_3 42 b7", "b.txt": b"id-9 a1 b2"}),
+         InputError, r"texts: no document with any term was found \(text is read as runs of at least 3 letters; "
+         r"digits, underscores and punctuation separate them: see --min-word-length\)"),
     Case("only-stopwords", lambda t: {"inputs": uci(t), "stopwords": VOCAB}, InputError,
          r"the vocabulary is empty after curation \(4 stop words"),
     Case("vocab-size-zero", lambda t: {"inputs": uci(t), "vocab_size": 0}, InvalidParameterError,

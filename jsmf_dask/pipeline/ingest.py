@@ -291,7 +291,9 @@ def ingest(
         n_empty = sum(i.summary.n_empty for i in infos)
         n_ignored = sum(i.summary.n_ignored for i in infos)
         if stats is None:
-            raise InputError(f"{', '.join(inputs)}: no document with any term was found")
+            why = (f" (text is read as runs of at least {min_word_length} letters; digits, underscores and "
+                   "punctuation separate them: see --min-word-length)" if format == "text" else "")
+            raise InputError(f"{', '.join(inputs)}: no document with any term was found{why}")
         if source_words is not None:
             words = np.array(source_words, dtype=object)
             n_source = int(np.count_nonzero(stats.df))
