@@ -156,6 +156,7 @@ def compare(
         row = {"method": method, "n_topics": k, "model": name}
         row |= {m: entry["original_C"].get(m) for m in METRICS}
         row["coherence_mimno"] = entry["original_C"].get("coherence_mimno")
+        row["npmi"] = entry["original_C"].get("npmi")
         rect = entry.get("rectified_C", {})
         row |= {f"{m}_rectified_C": rect.get(m) for m in METRICS}
         row["perplexity"] = entry.get("heldout", {}).get("perplexity")

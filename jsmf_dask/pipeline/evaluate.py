@@ -34,6 +34,7 @@ from jsmf_dask.kernels.metrics import (
     dissimilarity,
     dominancy,
     low_rank_partials,
+    npmi_coherence,
     recovery,
     specificity,
     top_words,
@@ -255,6 +256,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
                 raise InvalidParameterError(why)
     block = int(config.get("fit.recover-block"))
     D1 = store.D1[:].astype(np.float64)
+    n_docs = max(int(store.attrs.get("n_docs", 0)), 1)  # the documents C, D1 and D2 counted
     blocks = list_blocks(corpus_dir(root))
     results: dict[str, Any] = {}
     for name in names:
@@ -267,6 +269,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
         D2_top = top_word_codocs(store, blocks, top)
         shared["coherence"] = coherence(top, D1, D2_top, form="paper")
         shared["coherence_mimno"] = coherence(top, D1, D2_top, form="mimno")
+        shared["npmi"] = npmi_coherence(top, D1, D2_top, n_docs)
         if store.compressed:
             values, vectors = store.eigenpairs(store.rank)
             original = _against_low_rank(
@@ -309,6 +312,10 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
                          "log((D2(x1,x2) + 0.01) / D1(x2)) (the paper's formula)",
             "coherence_mimno": "the form of Mimno et al. 2011 used by the authors' code: pairs i < j by rank, "
                                "D1 of the higher-ranked word",
+            "npmi": f"(1/K) sum_k mean over unordered pairs x != y of the top-{TOP_WORDS} of "
+                    "log(P(x,y) / (P(x) P(y))) / -log P(x,y), P from D1 and D2 over the documents C counted "
+                    "(Lau et al. 2014); -1 for a pair in no common document. Unlike coherence it does not favour "
+                    "frequent top words",
             "original_C": "measured against cooc.zarr's C (the paper's measures); B and A are the model's",
             "rectified_C": "measured against the model's rectified C (AP, ENN: its low-rank form; the Baseline, "
                            "DC: cooc.zarr's C divided by the model's scale, DC's diagonal)",

@@ -118,8 +118,9 @@ def _metrics_table(metrics: dict) -> str:
         for label in ("original_C", "rectified_C"):
             if label in entry:
                 vals = entry[label]
-                rows.append([name, label.replace("_", " "), *(vals.get(m) for m in METRICS), vals.get("coherence_mimno")])
-    return table_html(["model", "against", *METRICS, "coherence (Mimno form)"], rows, text_columns=(0, 1))
+                rows.append([name, label.replace("_", " "), *(vals.get(m) for m in METRICS), vals.get("coherence_mimno"),
+                             vals.get("npmi")])
+    return table_html(["model", "against", *METRICS, "coherence (Mimno form)", "NPMI"], rows, text_columns=(0, 1))
 
 
 def report(root: str, *, model: str | None = None, baseline: str | None = None) -> str:

@@ -256,6 +256,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                        "specificity": entry["original_C"].get("specificity"),
                        "dissimilarity": entry["original_C"].get("dissimilarity"),
                        "coherence": entry["original_C"].get("coherence"),
+                       "npmi": entry["original_C"].get("npmi"),
                        "seconds": own, "end_to_end_seconds": end_to_end} | paired.get(model, {})
                 if truth is not None:
                     from jsmf_dask import open_model
@@ -280,7 +281,7 @@ def _paired_to_gibbs(root: str, names: list[str], gibbs: str | None) -> dict[str
 
 def _table(rows: list[dict]) -> str:
     gibbs = {r["K"]: r for r in rows if r["method"] == "gibbs"}
-    cols = ["K", "method", "perplexity", "vs Gibbs", "B_l1", "specificity", "dissimilarity", "coherence",
+    cols = ["K", "method", "perplexity", "vs Gibbs", "B_l1", "specificity", "dissimilarity", "coherence", "npmi",
             "seconds", "end_to_end_seconds", "Gibbs / ours"]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -292,7 +293,7 @@ def _table(rows: list[dict]) -> str:
             if g and r["method"] not in ("gibbs", "gibbs-chain", "sklearn") \
             else ""
         vals = [r["K"], r["method"], r["perplexity"], vs, r.get("B_l1"), r["specificity"], r["dissimilarity"],
-                r["coherence"], r["seconds"], r["end_to_end_seconds"], speed]
+                r["coherence"], r.get("npmi"), r["seconds"], r["end_to_end_seconds"], speed]
         out.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
                                      for v in vals) + " |")
     return "\n".join(out)

@@ -50,20 +50,28 @@ def dense_metrics(C: np.ndarray, B: np.ndarray, A: np.ndarray, W: np.ndarray, an
     return {"recovery": rec, "approximation": apx, "specificity": spec}
 
 
-def slow_topic_metrics(B: np.ndarray, A: np.ndarray, D1: np.ndarray, D2: np.ndarray, n: int = 20) -> dict:
-    """Dissimilarity, coherence (paper §4, ordered pairs, ε = 0.01) and dominancy, word by word."""
+def slow_topic_metrics(B: np.ndarray, A: np.ndarray, D1: np.ndarray, D2: np.ndarray, M: int, n: int = 20) -> dict:
+    """Dissimilarity, coherence (paper §4, ordered pairs, ε = 0.01), NPMI (unordered pairs, probabilities over the
+    M documents C counted; −1 for a pair in no common document) and dominancy, word by word."""
     k = B.shape[1]
     tops = [list(np.argsort(-B[:, t], kind="stable")[:n]) for t in range(k)]
     unique = [sum(all(w not in tops[o] for o in range(k) if o != t) for w in tops[t]) for t in range(k)]
-    coherence_sum = 0.0
+    coherence_sum = npmi_sum = 0.0
     for top in tops:
         for x1 in top:
             for x2 in top:
                 if x1 != x2:
                     coherence_sum += math.log((D2[x1, x2] + 0.01) / max(D1[x2], 1))
+        pairs = [(x, y) for i, x in enumerate(top) for y in top[i + 1:]]
+        npmi = []
+        for x, y in pairs:
+            pxy, px, py = D2[x, y] / M, max(D1[x], 1) / M, max(D1[y], 1) / M
+            npmi.append(-1.0 if pxy == 0 else 0.0 if pxy == 1 else math.log(pxy / (px * py)) / -math.log(pxy))
+        npmi_sum += sum(npmi) / len(pairs)
     rows = A.sum(axis=1)
     dominancy = sum(A[t, t] / rows[t] for t in range(k)) / k if (rows > 0).all() else float("nan")
-    return {"dissimilarity": sum(unique) / k, "coherence": coherence_sum / k, "dominancy": dominancy}
+    return {"dissimilarity": sum(unique) / k, "coherence": coherence_sum / k, "npmi": npmi_sum / k,
+            "dominancy": dominancy}
 
 
 def test_evaluate_matches_dense_references(fitted_root):
@@ -77,7 +85,7 @@ def test_evaluate_matches_dense_references(fitted_root):
         B, W, anchors = model.arrays["B"], model.arrays["weights"], model.arrays["anchors"]
         C_rect = model.rectified_C()
         A = model.arrays["A"]
-        shared = slow_topic_metrics(B, A, D1, D2)
+        shared = slow_topic_metrics(B, A, D1, D2, store.attrs["n_docs"])
         for label, CC in (("original_C", C), ("rectified_C", C_rect)):
             got = out["models"][name][label]
             want = dense_metrics(CC, B, A, W, anchors) | shared
