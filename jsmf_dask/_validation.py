@@ -9,7 +9,7 @@ from typing import Any
 from jsmf_dask.exceptions import InvalidParameterError
 
 __all__ = ["check_int", "check_option", "check_heldout", "check_name", "check_validation", "name_problem",
-           "NAME_RULE"]
+           "check_topics_for_vocabulary", "NAME_RULE"]
 
 #: What a user-given name (a model, an output) may be: one path component that is safe on every file system
 #: and object store, whatever code later joins it to a path.
@@ -107,3 +107,12 @@ def check_heldout(value: Any, owner: str) -> float:
             f"The 'heldout' parameter of {owner} must be a float in (0, 0.5] or None. Got {value!r} instead."
         )
     return float(value)
+
+
+def check_topics_for_vocabulary(n_topics: int, n_words: int) -> None:
+    """K topics need K anchor words and one more word: ``n_topics`` in [2, N − 1] for a vocabulary of N."""
+    if n_topics >= n_words:
+        raise InvalidParameterError(
+            f"The 'n_topics' parameter of fit must be an int in the range [2, {n_words - 1}] for a vocabulary of "
+            f"{n_words} words. Got {n_topics} instead."
+        )

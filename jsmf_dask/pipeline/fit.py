@@ -29,7 +29,7 @@ import numpy as np
 import zarr
 
 from jsmf_dask import _progress, config
-from jsmf_dask._validation import check_name
+from jsmf_dask._validation import check_name, check_topics_for_vocabulary
 from jsmf_dask.parameters import auto_anchor_words, parameter
 from jsmf_dask.cluster import Work, choose_engine, killed_worker_message, pending_worker_memory
 from jsmf_dask.exceptions import ClusterError, InvalidParameterError, StoreError
@@ -241,11 +241,7 @@ def _checked_vocabulary(root: str, store: CooccurrenceStore, n_topics: int, rect
             f"The 'n_topics' parameter of fit must be at most the rank {store.rank} of the compressed store "
             f"{store.url}. Got {n_topics} instead; rebuild it with `jsmf cooccur --overwrite --rank {n_topics}` "
             "(or more)")
-    if n_topics >= n:
-        raise InvalidParameterError(
-            f"The 'n_topics' parameter of fit must be an int in the range [2, {n - 1}] for a vocabulary of "
-            f"{n} words. Got {n_topics} instead."
-        )
+    check_topics_for_vocabulary(n_topics, n)
     words = read_vocabulary(corpus_dir(root)).column("word").to_pylist()
     if vocabulary_hash(words) != store.attrs["vocab_hash"]:
         raise StoreError(

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jsmf_dask._validation import check_topics_for_vocabulary
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join
 from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_marker
 from jsmf_dask.io.model_store import chosen_model, model_path
+from jsmf_dask.io.parquet import corpus_dir, read_vocabulary
 from jsmf_dask.parameters import parameter, refined_fit_iterations
 from jsmf_dask.pipeline.cooccur import cooccur
 from jsmf_dask.pipeline.fit import fit
@@ -128,6 +130,12 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
         ingest_fp = stage("ingest", fingerprint("ingest", kwargs, digests), join(root, "corpus"), kwargs,
                           lambda: ingest(root, overwrite=not kwargs.get("append"), **kwargs).lines(),
                           extends=bool(kwargs.get("append")))
+    fits = cfg.stage("fit") or []
+    if fits and (params := cfg.stage("cooccur")) is not None and params.get("rank") is None:
+        # K against the vocabulary before C is built (at scale, cooccur is the long stage)
+        n_words = read_vocabulary(corpus_dir(root)).num_rows
+        for table in fits:
+            check_topics_for_vocabulary(table["topics"], n_words)
     cooc_fp = upstream("cooccur")
     if (params := cfg.stage("cooccur")) is not None:
         cooc_fp = stage("cooccur", fingerprint("cooccur", params, ingest_fp), join(root, "cooc.zarr"), params,
@@ -135,7 +143,7 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
                         extends=bool(params.get("update")))
     fit_fps: dict[str, str] = {}
     refined = {table["model"] for table in cfg.stage("refine") or []}
-    for params in cfg.stage("fit") or []:
+    for params in fits:
         kwargs = {_FIT_KEYS.get(k, k): v for k, v in params.items()}
         compressed = (cfg.stage("cooccur") or {}).get("rank") is not None
         name = kwargs.setdefault("name", default_name(kwargs["n_topics"],

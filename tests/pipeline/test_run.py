@@ -234,6 +234,18 @@ def test_cli_run_and_bad_config_exit_status(tmp_path, capsys):
     assert listing(tmp_path) == sorted(before + ["bad.toml"])  # nothing ran: nothing written
 
 
+def test_more_topics_than_words_is_refused_before_cooccur(tmp_path, capsys):
+    """K is checked against the vocabulary as soon as ingest has made it: C (at scale, the long stage) is never
+    built for a fit that cannot run."""
+    config = _setup(tmp_path)
+    config.write_text(CONFIG.format(iterations=20).replace("topics = 5", "topics = 400"))
+    assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "'n_topics' parameter of fit must be an int in the range [2, 399] for a vocabulary of 400 words. Got 400 " \
+        "instead." in err
+    assert (tmp_path / "run" / "corpus").exists() and not (tmp_path / "run" / "cooc.zarr").exists()
+
+
 def test_shipped_configs_are_valid():
     configs = Path(__file__).parents[2] / "pipelines" / "configs"
     for path in sorted(configs.glob("*.toml")):
