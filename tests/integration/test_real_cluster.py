@@ -62,11 +62,13 @@ def _stop(procs: list) -> None:
     for p in reversed(procs):
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 10
+    # a worker still running a task (a test's last computation) closes only when the task ends: these are our
+    # own processes, and a test's outputs are checked before its teardown, so 3 s of grace is enough
+    deadline = time.monotonic() + 3
     for p in procs:
         try:
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:  # a worker stuck closing: these are our own processes
+        except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
 
