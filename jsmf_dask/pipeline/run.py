@@ -131,7 +131,7 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
                           lambda: ingest(root, overwrite=not kwargs.get("append"), **kwargs).lines(),
                           extends=bool(kwargs.get("append")))
     fits = cfg.stage("fit") or []
-    if fits and (params := cfg.stage("cooccur")) is not None and params.get("rank") is None:
+    if fits and cfg.stage("cooccur") is not None:
         # K against the vocabulary before C is built (at scale, cooccur is the long stage)
         n_words = read_vocabulary(corpus_dir(root)).num_rows
         for table in fits:
