@@ -40,7 +40,7 @@ class CompareResult:
 
     def markdown(self) -> str:
         """The table against the original C, as Markdown."""
-        columns = [*METRICS, "perplexity"]
+        columns = [*METRICS, "npmi", "perplexity"]
         head = "| method | K | " + " | ".join(columns) + " |"
         lines = [head, "|" + "---|" * (len(columns) + 2)]
         for r in self.rows:
@@ -168,11 +168,12 @@ def compare(
     order = list(methods) + [m for m in METHODS if m not in methods]  # this sweep's order first
     rows.sort(key=lambda r: (r["n_topics"], order.index(r["method"]) if r["method"] in order else len(order)))
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[-1]))
+    # every row's columns, in order: rows kept from an earlier table may lack a later version's (empty there)
+    writer = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(key for r in rows for key in r)))
     writer.writeheader()
     writer.writerows(rows)
     result = CompareResult(rows, join(out, "compare.csv"), join(out, "compare.md"), join(out, "compare.png"))
-    write_file(result.figure_path, metric_curves(rows, [*METRICS, "perplexity"]), root=root)
+    write_file(result.figure_path, metric_curves(rows, [*METRICS, "npmi", "perplexity"]), root=root)
     write_file(result.csv_path, buf.getvalue().encode(), root=root)
     write_file(result.markdown_path, ("Metrics against the original C (paper §4); compare.csv also has them "
                                         "against each model's rectified C.\n\n" + result.markdown()).encode(), root=root)

@@ -24,6 +24,7 @@ _LABELS = {
     "specificity": "Specificity, bits (higher better)",
     "dissimilarity": "Dissimilarity (higher better)",
     "coherence": "Coherence (higher better)",
+    "npmi": "NPMI (higher better)",
     "perplexity": "Held-out perplexity (lower better)",
 }
 

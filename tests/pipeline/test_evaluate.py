@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import csv as csvlib
+import io
 from html import unescape
 import json
 import math
@@ -205,12 +207,24 @@ def test_compare_runs_every_method_and_writes_table_and_figure(tmp_path):
         assert r["recovery"] is None
         assert r["approximation"] == pytest.approx(np.linalg.norm(C / C.sum() - B @ A @ B.T), rel=1e-9)
     assert imread(tmp_path / "report" / "compare.png")[..., :3].var() > 1e-3
-    # a later sweep adds to the table: new (method, K) rows join, a method measured again replaces its rows
+    assert "| npmi |" in md and all(-1 <= r["npmi"] <= 1 for r in result.rows)
+    # a later sweep adds to the table: new (method, K) rows join, a method measured again replaces its rows;
+    # the earlier table may be one written before NPMI was a column
+    table = tmp_path / "report" / "compare.csv"
+    rows = list(csvlib.DictReader(table.read_text().splitlines()))
+    old = io.StringIO()
+    writer = csvlib.DictWriter(old, fieldnames=[c for c in rows[0] if c != "npmi"], extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    table.write_text(old.getvalue())
     again = compare(tmp_path, topics=[5, 3], methods=["ap"], iterations=10)
     keys = [(r["method"], r["n_topics"]) for r in again.rows]
     assert keys == [(m, k) for k in (3, 4) for m in ("ap", "dc", "none", "ap+vb", "gibbs")] + [("ap", 5)]
     fresh = {(r["method"], r["n_topics"]): r for r in again.rows}
-    assert fresh[("gibbs", 4)] == pytest.approx(by[("gibbs", 4)])  # kept as it was (read back from the CSV)
+    kept = {key: value for key, value in by[("gibbs", 4)].items() if key != "npmi"}
+    assert fresh[("gibbs", 4)] == pytest.approx(kept)  # as it was (read back from the earlier CSV)
+    written = {(r["method"], r["n_topics"]): r for r in csvlib.DictReader(table.read_text().splitlines())}
+    assert written[("gibbs", "4")]["npmi"] == "" and float(written[("ap", "3")]["npmi"]) == fresh[("ap", 3)]["npmi"]
     assert open_model(tmp_path, "k3-ap").attrs["params"]["iterations"] == 10  # ap at K = 3 was refitted
     assert fresh[("ap", 3)]["recovery"] == pytest.approx(evaluate(tmp_path, models=["k3-ap"])["models"]["k3-ap"]
                                                          ["original_C"]["recovery"])
