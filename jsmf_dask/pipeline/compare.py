@@ -27,6 +27,9 @@ from jsmf_dask.render.figures import metric_curves
 __all__ = ["METHODS", "CompareResult", "compare"]
 
 METHODS = compare_methods()
+#: The measures of ``compare.md`` and ``compare.png`` (against the original C): the paper's, NPMI and held-out
+#: perplexity.
+SHOWN = (*METRICS, "npmi", "perplexity")
 
 
 @dataclass
@@ -40,7 +43,7 @@ class CompareResult:
 
     def markdown(self) -> str:
         """The table against the original C, as Markdown."""
-        columns = [*METRICS, "npmi", "perplexity"]
+        columns = list(SHOWN)
         head = "| method | K | " + " | ".join(columns) + " |"
         lines = [head, "|" + "---|" * (len(columns) + 2)]
         for r in self.rows:
@@ -173,7 +176,7 @@ def compare(
     writer.writeheader()
     writer.writerows(rows)
     result = CompareResult(rows, join(out, "compare.csv"), join(out, "compare.md"), join(out, "compare.png"))
-    write_file(result.figure_path, metric_curves(rows, [*METRICS, "npmi", "perplexity"]), root=root)
+    write_file(result.figure_path, metric_curves(rows, SHOWN), root=root)
     write_file(result.csv_path, buf.getvalue().encode(), root=root)
     write_file(result.markdown_path, ("Metrics against the original C (paper §4); compare.csv also has them "
                                         "against each model's rectified C.\n\n" + result.markdown()).encode(), root=root)
