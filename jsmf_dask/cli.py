@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import logging
 import os
-import re
 import sys
 import threading
 import warnings
@@ -19,8 +18,9 @@ from collections.abc import Callable, Sequence
 
 from jsmf_dask.cli_parser import EXAMPLES, build_parser
 from jsmf_dask.cli_progress import print_line, stage_progress
+from jsmf_dask.cli_words import cli_words, user_words
 from jsmf_dask.exceptions import JSMFError
-from jsmf_dask.parameters import PARAMETERS, stage_parameters
+from jsmf_dask.parameters import stage_parameters
 
 __all__ = ["main", "build_parser", "EXAMPLES"]
 
@@ -252,30 +252,13 @@ _COMMANDS = {"ingest": _run_ingest, "cooccur": _run_cooccur, "fit": _run_fit, "r
 _LOCAL_ONLY = {"synth"}
 
 
-#: Python parameters whose CLI flag is not ``--`` + the name with dashes (the table's own flags, and these).
-_FLAGS = {p.name: p.cli_flag for p in PARAMETERS} | {"n_docs": "--docs", "n_words": "--vocab", "models": "--model",
-                                                    "inputs": "INPUT", "root": "ROOT"}
+def _warning_printer(args: argparse.Namespace) -> Callable[..., None]:
+    """:func:`warnings.showwarning` for ``jsmf <args.command>``: one line on stderr, in the user's words."""
 
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"jsmf: warning: {user_words(str(message), args)}", file=sys.stderr)
 
-def _flag(name: str) -> str:
-    return _FLAGS.get(name, "--" + name.replace("_", "-"))
-
-
-def _cli_words(message: str) -> str:
-    """A library message in the CLI's words: parameters become the flags that set them.
-
-    ``The 'n_topics' parameter of fit`` → ``--topics``; ``overwrite=True`` →
-    ``--overwrite``; ``path='tiled'`` → ``--path tiled``; ``min_anchor_df=10`` →
-    ``--min-anchor-df 10``.
-    """
-    message = re.sub(r"The '(\w+)' parameter of \w+", lambda m: _flag(m.group(1)), message)
-    message = re.sub(r"\b([a-z_]+)=True\b", lambda m: _flag(m.group(1)), message)
-    message = re.sub(r"\b([a-z_]+)='([\w.+-]+)'", lambda m: f"{_flag(m.group(1))} {m.group(2)}", message)
-    return re.sub(r"\b([a-z][a-z_]*)=(\d[\w.]*)", lambda m: f"{_flag(m.group(1))} {m.group(2)}", message)
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"jsmf: warning: {_cli_words(str(message))}", file=sys.stderr)
+    return show
 
 
 #: Commands that read an existing run root (the others create one, or read a config).
@@ -379,7 +362,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     _quiet_libraries(level, verbose=bool(args.verbose), quiet=getattr(args, "quiet", False))
-    warnings.showwarning = _show_warning
+    warnings.showwarning = _warning_printer(args)
     try:
         import dask
 
@@ -422,9 +405,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
                     check_worker_paths(client, _worker_paths(args))
                 lines = _COMMANDS[args.command](args)
     except JSMFError as err:
-        # `jsmf run` takes no stage flags: its config keys carry the parameters' names
-        message = str(err) if args.command == "run" else _cli_words(str(err))
-        print(f"jsmf: error: {message}", file=sys.stderr)
+        print(f"jsmf: error: {user_words(str(err), args)}", file=sys.stderr)
         said.set()
         return 1
     except KeyboardInterrupt:
@@ -450,7 +431,7 @@ def _hung_ender(said: threading.Event) -> Callable[[str], None]:
 
     def end(message: str) -> None:
         if not said.is_set():
-            print(f"jsmf: error: {_cli_words(message)}", file=sys.stderr)
+            print(f"jsmf: error: {cli_words(message)}", file=sys.stderr)
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.flush()
             sys.stdout.flush()

@@ -11,7 +11,7 @@ checked the day it is added. The layers, lowest first (see
 * ``stages`` (Dask graph builders) on kernels, io and ``_progress``;
 * ``pipeline`` (the runners) on everything below;
 * the estimator (``estimator``), then the command line (``cli``, ``cli_errors``,
-  ``cli_parser``, ``cli_progress``) and the package's ``__init__``.
+  ``cli_parser``, ``cli_progress``, ``cli_words``) and the package's ``__init__``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _group(module: str) -> str:
         return "execution"
     if head == "estimator":
         return "estimator"
-    if head in ("cli", "cli_parser", "cli_errors", "cli_progress"):
+    if head in ("cli", "cli_parser", "cli_errors", "cli_progress", "cli_words"):
         return "cli"
     return head
 

@@ -42,10 +42,10 @@ from jsmf_dask._validation import name_problem
 from jsmf_dask.parameters import TOPICS_VOCAB_SIZE, stage_parameters
 from jsmf_dask.exceptions import InvalidParameterError, JSMFError
 
-__all__ = ["ConfigError", "RunConfig", "load_run_config", "topics_config", "STAGES"]
+__all__ = ["ConfigError", "RunConfig", "load_run_config", "topics_config", "STAGES", "TABLE_ARRAYS"]
 
 STAGES = ("ingest", "cooccur", "fit", "refine", "evaluate", "report", "infer")
-_LISTS = ("fit", "refine")  # stages given as arrays of tables, one per model
+TABLE_ARRAYS = ("fit", "refine")  # stages given as arrays of tables, one per model
 
 
 class ConfigError(JSMFError):
@@ -163,9 +163,9 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
         if name not in raw:
             continue
         value = raw[name]
-        tables = value if name in _LISTS and isinstance(value, list) else [value]
+        tables = value if name in TABLE_ARRAYS and isinstance(value, list) else [value]
         for i, table in enumerate(tables):
-            where = f"{path}: [{name}]" if name not in _LISTS or not isinstance(value, list) \
+            where = f"{path}: [{name}]" if name not in TABLE_ARRAYS or not isinstance(value, list) \
                 else f"{path}: [[{name}]] #{i + 1}"
             if not isinstance(table, dict):
                 raise ConfigError(f"{where}: must be a table")
@@ -181,7 +181,7 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
                     value[key] = _resolve(base, value[key])
             if isinstance(value.get("stopwords"), str) and value["stopwords"] != "english":  # a file
                 value["stopwords"] = _resolve(base, value["stopwords"])
-        stages[name] = [dict(t) for t in tables] if name in _LISTS else dict(value)
+        stages[name] = [dict(t) for t in tables] if name in TABLE_ARRAYS else dict(value)
     if not stages:
         raise ConfigError(f"{path}: no stage tables; expected some of {list(STAGES)}")
     if "workers" in top and top["workers"] < 1:

@@ -241,9 +241,22 @@ def test_more_topics_than_words_is_refused_before_cooccur(tmp_path, capsys):
     config.write_text(CONFIG.format(iterations=20).replace("topics = 5", "topics = 400"))
     assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert "'n_topics' parameter of fit must be an int in the range [2, 399] for a vocabulary of 400 words. Got 400 " \
-        "instead." in err
+    # in the config's words: the file, the table and the key that set K (not the library's 'n_topics' of fit)
+    assert f"jsmf: error: {config}: [[fit]] key 'topics' must be an int in the range [2, 399] for a vocabulary of " \
+        "400 words. Got 400 instead." in err
     assert (tmp_path / "run" / "corpus").exists() and not (tmp_path / "run" / "cooc.zarr").exists()
+
+
+def test_a_runtime_error_names_the_config_s_keys(tmp_path, capsys):
+    """An error found while a stage runs (not by the config's checks: it takes two keys together) is worded in the
+    config's keys and table, not the library's parameters."""
+    config = tmp_path / "run.toml"
+    config.write_text('root = "run"\n[[refine]]\nmodel = "k5-ap"\nmethod = "vb"\ndrawn_sweeps = 2\n')
+    assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"jsmf: error: {config}: [[refine]] key 'drawn_sweeps' (2) draws CVB0's counts; method 'vb' has none " \
+        'to draw: pass method = "cvb0" or drawn_sweeps = 0' in err
+    assert not (tmp_path / "run" / "model.zarr").exists()
 
 
 def test_shipped_configs_are_valid():
