@@ -30,8 +30,9 @@ browser:
 	  echo "installing Debian's chromium (for the report's headless-browser test)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# every core, each test file on one worker (its module fixtures built once); `pytest FILE` runs in one process
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # Opt-in: installs and configures a single-node SLURM here (root, apt-get), runs deploy/slurm's recipe on it.
 test-slurm: $(STAMP)
