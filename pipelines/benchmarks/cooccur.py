@@ -26,11 +26,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
+
+from pipelines.benchmarks.memory import PeakMemory
 
 
 def generate(root: Path, n_docs: int, n_words: int, length: float, seed: int) -> None:
@@ -83,40 +84,6 @@ def reference(root: str) -> dict:
     }
 
 
-class RSSSampler:
-    """Peak resident memory of some processes, sampled every ``interval`` seconds in a thread.
-
-    (``ru_maxrss`` will not do: Linux keeps it across exec, so a worker spawned by
-    a big driver inherits the driver's peak.)
-    """
-
-    def __init__(self, pids: list[int], interval: float = 0.05):
-        import psutil
-
-        self.procs = {pid: psutil.Process(pid) for pid in pids}
-        self.peak = dict.fromkeys(pids, 0)
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for pid, proc in self.procs.items():
-                try:
-                    self.peak[pid] = max(self.peak[pid], proc.memory_info().rss)
-                except Exception:  # a worker that just exited
-                    pass
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> RSSSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def run_cooccur(root: Path, workers: int, codoc: bool) -> dict:
     import dask
 
@@ -125,11 +92,11 @@ def run_cooccur(root: Path, workers: int, codoc: bool) -> dict:
 
     with dask.config.set({"jsmf.progress": False}), connect(n_workers=workers, dashboard=False) as client:
         pids = list(client.run(os.getpid).values())
-        with RSSSampler(pids) as sampler:
+        with PeakMemory(pids) as sampler:
             t0 = time.perf_counter()
             summary = cooccur(root, codoc=codoc, overwrite=True)
             wall = time.perf_counter() - t0
-    return {"wall_s": wall, "worker_peak_mb": sorted(v / 2**20 for v in sampler.peak.values()),
+    return {"wall_s": wall, "worker_peak_mb": sorted(v / 2**20 for v in sampler.peaks.values()),
             "n_docs": summary.n_docs, "entry_sum": summary.entry_sum}
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from jsmf_dask.kernels.metrics import match_topics
-from pipelines.benchmarks.cooccur import RSSSampler
+from pipelines.benchmarks.memory import PeakMemory
 
 
 def matched_l1(B: np.ndarray, truth: np.ndarray) -> float:
@@ -73,12 +73,12 @@ def staged(label: str, workers: int, func, rows: list, *, memory_limit: str | No
     with dask.config.set({"jsmf.progress": False}), \
             connect(n_workers=workers, memory_limit=memory_limit, dashboard=False) as client:
         pids = list(client.run(os.getpid).values())
-        with RSSSampler(pids) as sampler:
+        with PeakMemory(pids) as sampler:
             t0 = time.perf_counter()
             out = func()
             wall = time.perf_counter() - t0
     rows.append({"stage": label, "wall_s": wall, "workers": workers,
-                 "peak_worker_mb": max(sampler.peak.values()) / 2**20})
+                 "peak_worker_mb": sampler.largest / 2**20})
     print(f"{label}: {wall:.1f} s, peak worker {rows[-1]['peak_worker_mb']:.0f} MB", file=sys.stderr, flush=True)
     return out
 

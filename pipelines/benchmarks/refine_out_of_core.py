@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from jsmf_dask.parameters import refined_fit_iterations
-from pipelines.benchmarks.small import SYNTHETIC, _inputs, _PeakMemory
+from pipelines.benchmarks.memory import PeakMemory
+from pipelines.benchmarks.small import SYNTHETIC, _inputs
 
 ROUTES = ("kept", "spilled")
 
@@ -53,14 +54,14 @@ def _refine(root: str, model: str, route: str, sweeps: int) -> dict:
     share = refine_sweeps.PREPARED_MEMORY_SHARE
     refine_sweeps.PREPARED_MEMORY_SHARE = 0.0 if route == "spilled" else share
     try:
-        with _PeakMemory() as peak:
+        with PeakMemory() as peak:
             t0 = time.perf_counter()
             result = refine(root, model=model, name=f"{model}-{route}", sweeps=sweeps, tol=None, drawn_sweeps=0,
                             refit="never", overwrite=True)
             seconds = time.perf_counter() - t0
     finally:
         refine_sweeps.PREPARED_MEMORY_SHARE = share
-    return {"seconds": seconds, "sweep": float(np.median(result.trace["seconds"][1:])), "peak": peak.peak}
+    return {"seconds": seconds, "sweep": float(np.median(result.trace["seconds"][1:])), "peak": peak.largest}
 
 
 def main(argv: list[str] | None = None) -> None:

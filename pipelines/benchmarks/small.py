@@ -39,14 +39,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 from jsmf_dask.parameters import refined_fit_iterations
+from pipelines.benchmarks.memory import PeakMemory
 from pipelines.benchmarks.quality import REPO
 
 #: name → (documents, vocabulary, K) of the synthetic corpora.
@@ -87,43 +86,16 @@ def _write_lda(path: Path, m: int, n: int, k: int) -> None:
     (path.parent / f"vocab.{path.name.split('.')[1]}.txt").write_text("".join(f"w{i:05d}\n" for i in range(n)))
 
 
-class _PeakMemory:
-    """The largest resident set of any one process in this process's tree (or a child's), sampled."""
-
-    def __init__(self, pid: int | None = None) -> None:
-        self.root = psutil.Process(pid or os.getpid())
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-                self.peak = max([self.peak, *(p.memory_info().rss for p in procs if p.is_running())])
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-            self._stop.wait(0.05)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def _jsmf(argv: list[str], env: dict) -> tuple[float, int, str]:
     """Run one ``jsmf`` command as a user would: (seconds, peak bytes of one process, stderr)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "jsmf_dask.cli", *argv], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=env)
-    with _PeakMemory(proc.pid) as peak:
+    with PeakMemory(root=proc.pid) as peak:
         _, err = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"jsmf {' '.join(argv)} failed:\n{err}")
-    return time.perf_counter() - t0, peak.peak, err
+    return time.perf_counter() - t0, peak.largest, err
 
 
 def _engine_line(err: str) -> str:
@@ -167,7 +139,7 @@ def python_api(root: str, inputs, flags, k: int, engine: str | None) -> dict:
     lines: list[str] = []
     row: dict = {}
     t_all = time.perf_counter()
-    with _PeakMemory() as peak, dask.config.set({"jsmf.progress": False}), \
+    with PeakMemory() as peak, dask.config.set({"jsmf.progress": False}), \
             connect(engine, dashboard=False, on_engine=lines.append):
         for stage, call in (("ingest", lambda: ingest(root, inputs, overwrite=True, **kwargs)),
                             ("cooccur", lambda: cooccur(root, validation=0.05, overwrite=True)),
@@ -178,7 +150,7 @@ def python_api(root: str, inputs, flags, k: int, engine: str | None) -> dict:
             call()
             row[stage] = time.perf_counter() - t0
     row["total"] = time.perf_counter() - t_all  # the cluster's start and stop included
-    row["peak"] = peak.peak
+    row["peak"] = peak.largest
     row["engine"] = engine or (lines[0].split(" (")[0].removeprefix("engine: ") if lines else "")
     return row
 
