@@ -11,6 +11,9 @@ import math
 
 from jsmf_dask import __version__
 from jsmf_dask.parameters import (
+    CONNECT_TIMEOUT,
+    HEARTBEAT_TIMEOUT,
+    WORKER_TIMEOUT,
     STRIPS,
     INPUT_FORMATS,
     CHOOSE_K_ITERATIONS,
@@ -75,16 +78,17 @@ def _add_cluster_options(p: argparse.ArgumentParser, *, overwrite: bool = True) 
                    help="LocalCluster worker processes (default: one per core; implies --scheduler local)")
     g.add_argument("--memory-limit", metavar="BYTES",
                    help="LocalCluster memory per worker, e.g. 4GiB (implies --scheduler local)")
-    g.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
-                   help="give up on a --scheduler that has not completed the Dask handshake by then (default: 10)")
+    g.add_argument("--connect-timeout", type=_positive_float, default=CONNECT_TIMEOUT, metavar="SECONDS",
+                   help="give up on a --scheduler that has not completed the Dask handshake by then "
+                   f"(default: {CONNECT_TIMEOUT:g})")
     g.add_argument("--wait-for-workers", type=_positive_int, default=1, metavar="N",
                    help="with --scheduler ADDRESS: wait until N workers have registered before the stage runs "
                    "(workers of a batch queue or an autoscaler come after the driver) (default: 1)")
-    g.add_argument("--worker-timeout", type=_positive_float, default=300.0, metavar="SECONDS",
-                   help="give up waiting for those workers after SECONDS (default: 300)")
-    g.add_argument("--heartbeat-timeout", type=_positive_float, default=60.0, metavar="SECONDS",
+    g.add_argument("--worker-timeout", type=_positive_float, default=WORKER_TIMEOUT, metavar="SECONDS",
+                   help=f"give up waiting for those workers after SECONDS (default: {WORKER_TIMEOUT:g})")
+    g.add_argument("--heartbeat-timeout", type=_positive_float, default=HEARTBEAT_TIMEOUT, metavar="SECONDS",
                    help="with --scheduler ADDRESS: give up when the scheduler has not answered for SECONDS (frozen "
-                   "or unreachable) (default: 60)")
+                   f"or unreachable) (default: {HEARTBEAT_TIMEOUT:g})")
     g.add_argument("--quiet", action="store_true", help="print results only: no progress, no dashboard link")
 
 

@@ -27,6 +27,7 @@ import psutil
 
 from jsmf_dask._heartbeat import Heartbeat
 from jsmf_dask.exceptions import ClusterError
+from jsmf_dask.parameters import CONNECT_TIMEOUT, WORKER_TIMEOUT
 
 __all__ = ["LOCAL_SCHEDULERS", "Work", "choose_engine", "connect", "start_pending_cluster", "total_memory", "killed_worker_message",
            "pending_worker_memory", "THREADS_MAX_TOKENS", "THREADS_MAX_INPUT_BYTES"]
@@ -115,7 +116,7 @@ def connect(
     memory_limit: str | int | None = None,
     dashboard: bool = True,
     on_dashboard=None,
-    connect_timeout: float = 10.0,
+    connect_timeout: float = CONNECT_TIMEOUT,
     lazy: bool = False,
     on_engine: Callable[[str], None] | None = None,
     wait_for_workers: int = 1,
@@ -159,7 +160,7 @@ def connect(
         registered before the enclosed stages run (workers of a batch queue
         or an autoscaler arrive after the driver).
     worker_timeout : float, optional
-        Seconds to wait for them (default :data:`WORKER_TIMEOUT`), then
+        Seconds to wait for them (default :data:`~jsmf_dask.parameters.WORKER_TIMEOUT`), then
         :class:`~jsmf_dask.exceptions.ClusterError`.
     heartbeat_timeout : float, optional
         With an existing scheduler: ask it every few seconds whether it
@@ -167,7 +168,7 @@ def connect(
         many seconds (frozen, its host unreachable) interrupts the enclosed
         stages with :class:`~jsmf_dask.exceptions.ClusterError` (it
         interrupts the main thread: meant for the command line, which sets
-        :data:`HEARTBEAT_TIMEOUT`). None: no watchdog.
+        :data:`~jsmf_dask.parameters.HEARTBEAT_TIMEOUT`). None: no watchdog.
     on_hung : callable, optional
         With ``heartbeat_timeout``: the last resort of a process that must end.
         Called from the watchdog with the give-up message (the one of the
@@ -228,15 +229,6 @@ def connect(
             yield None if lazy else cluster.start()
         finally:
             cluster.close()
-
-
-#: Seconds the command line lets an existing scheduler go without answering before it gives up
-#: (``--heartbeat-timeout``; :func:`connect`'s ``heartbeat_timeout``).
-HEARTBEAT_TIMEOUT = 60.0
-
-
-#: Seconds ``connect`` waits for the workers of an existing scheduler by default (``--worker-timeout``).
-WORKER_TIMEOUT = 300.0
 
 
 def registered_workers(client) -> dict:

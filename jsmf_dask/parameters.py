@@ -20,7 +20,8 @@ from jsmf_dask._validation import check_int, check_option
 from jsmf_dask.exceptions import InvalidParameterError
 
 __all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_options", "INPUT_FORMATS",
-           "STRIPS", "SYNTH_PRIORS", "SYNTH_TOPICS_FROM", "compare_methods", "REFINED_FIT_ITERATIONS", "refined_fit_iterations", "AUTO_ANCHOR_WORDS_PER_TOPIC", "AUTO_ANCHOR_WORDS_MIN", "AUTO_ANCHOR_WORDS_MAX_DOCS", "auto_anchor_words", "CHOOSE_K_ITERATIONS", "CHOOSE_K_SWEEPS", "CHOOSE_K_EIG_TOL", "TOPICS_VOCAB_SIZE"]
+           "STRIPS", "SYNTH_PRIORS", "SYNTH_TOPICS_FROM", "compare_methods", "REFINED_FIT_ITERATIONS", "refined_fit_iterations", "AUTO_ANCHOR_WORDS_PER_TOPIC", "AUTO_ANCHOR_WORDS_MIN", "AUTO_ANCHOR_WORDS_MAX_DOCS", "auto_anchor_words", "CHOOSE_K_ITERATIONS", "CHOOSE_K_SWEEPS", "CHOOSE_K_EIG_TOL", "TOPICS_VOCAB_SIZE",
+           "CONNECT_TIMEOUT", "HEARTBEAT_TIMEOUT", "WORKER_TIMEOUT"]
 
 #: AP/ENN cycles of a fit that ``refine`` corrects afterwards (``jsmf run`` when a refine table names the
 #: fit, ``jsmf topics``, the estimator), in place of the paper's 150 where the spectral model is the result:
@@ -81,6 +82,13 @@ CHOOSE_K_SWEEPS = 5
 CHOOSE_K_EIG_TOL = 1e-4
 #: ``jsmf topics``'s vocabulary size (words kept by tf-idf rank), where ``ingest`` keeps every word.
 TOPICS_VOCAB_SIZE = 5000
+
+#: The defaults of the command's cluster options and of :func:`jsmf_dask.cluster.connect`'s: seconds a scheduler
+#: address has to complete the Dask handshake (``--connect-timeout``), to go without answering before the command
+#: gives up (``--heartbeat-timeout``), and for its workers to register (``--worker-timeout``).
+CONNECT_TIMEOUT = 10.0
+HEARTBEAT_TIMEOUT = 60.0
+WORKER_TIMEOUT = 300.0
 
 #: ``ingest``'s input formats (``auto``: by file name and content).
 INPUT_FORMATS = ("auto", "uci", "text", "ratings", "baskets")

@@ -295,7 +295,7 @@ def refine(
                            candidate=f"eta {eta_text(value)}, {drawn} drawn" if len(candidates) > 1 else "")
                 for (value, drawn), scratch, (counts, params) in zip(candidates, scratches, starts, strict=True)])
         j, gains = choose(candidates, runs)
-        run, (eta_chosen, drawn_chosen), scratch = runs[j], candidates[j], scratches[j]
+        run, (_, drawn_chosen), scratch = runs[j], candidates[j], scratches[j]
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
         records, counts, params, stopped, best_sweep = run.records, run.counts, run.params, run.stopped, run.best_sweep
