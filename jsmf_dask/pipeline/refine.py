@@ -344,7 +344,7 @@ def refine(
         scored = run.total if refit_record else final  # the validation documents the curve scored
         heldout_scores = [math.exp(-ll / final.heldout_tokens) if final.heldout_tokens else math.nan
                           for ll in (final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0))]
-        advice = _what_to_try(method, alpha, validation, stored_validation, model)
+        advice = _what_to_try(method, alpha, validation, stored_validation, model, len(records))
         if final.heldout_tokens:
             warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method, "held-out", advice)
         else:  # no held-out split: the validation documents (unseen by the start too; by the chosen state too,
@@ -487,14 +487,16 @@ def _worse_than_start(start: float, final: float, model: str, method: str, which
             f"{model!r} it started from: the refined model is worse on unseen documents; {advice}")
 
 
-def _what_to_try(method: str, alpha, validation: float, stored_validation: float | None, model: str) -> str:
+def _what_to_try(method: str, alpha, validation: float, stored_validation: float | None, model: str,
+                 swept: int) -> str:
     """What a refine that ended worse than its start could change, leaving out what it already did: a learned
-    document prior, the validation stop (it chooses the sweeps; else fewer of them), the other method; or keep
-    the start."""
+    document prior, the validation stop (it chooses the sweeps; else half the ``swept`` sweeps), the other method;
+    or keep the start."""
     tries = [] if isinstance(alpha, str) else ["alpha='auto'"]
     if not validation:
         tries.append(f"the validation stop (validation={stored_validation})" if stored_validation else
                      "validation documents to stop by (`jsmf cooccur --validation 0.05`, then refine)")
-        tries.append("fewer sweeps (--sweeps)")
+        if swept > 1:
+            tries.append(f"fewer sweeps (sweeps={swept // 2})")
     tries.append(f"method='{'vb' if method == 'cvb0' else 'cvb0'}'")
     return f"try {', '.join(tries)}, or keep {model!r}"
