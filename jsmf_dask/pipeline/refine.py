@@ -487,11 +487,9 @@ def _worse_than_start(start: float, final: float, model: str, method: str, which
             f"{model!r} it started from: the refined model is worse on unseen documents; {advice}")
 
 
-def _what_to_try(method: str, alpha, validation: float, stored_validation: float | None, model: str,
-                 swept: int) -> str:
-    """What a refine that ended worse than its start could change, leaving out what it already did: a learned
-    document prior, the validation stop (it chooses the sweeps; else half the ``swept`` sweeps), the other method;
-    or keep the start."""
+def _what_to_try(method: str, alpha, validation: float, stored_validation: float | None, model: str, swept: int) -> str:
+    """What a refine that ended worse than its start could change, leaving out what it already did: a learned document
+    prior, the validation stop (it chooses the sweeps; else half the ``swept``), the other method; or keep the start."""
     tries = [] if isinstance(alpha, str) else ["alpha='auto'"]
     if not validation:
         tries.append(f"the validation stop (validation={stored_validation})" if stored_validation else
