@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import TYPE_CHECKING
 
 from jsmf_dask.parameters import PARAMETERS
+
+if TYPE_CHECKING:
+    from jsmf_dask.pipeline.run_config import RunConfig
 
 __all__ = ["cli_words", "config_words", "user_words"]
 
@@ -42,20 +46,19 @@ def cli_words(message: str) -> str:
 _CONFIG_KEYS = {p.name: p.config_key for p in PARAMETERS}
 
 
-def config_words(message: str, config: str) -> str:
+def config_words(message: str, config: RunConfig) -> str:
     """A library message in a run config's words: parameters become the keys that set them.
 
     ``The 'n_topics' parameter of fit`` → ``CONFIG: [[fit]] key 'topics'``;
     ``method='cvb0'`` → ``method = "cvb0"``; ``drawn_sweeps=0`` → ``drawn_sweeps = 0``.
     """
-    from jsmf_dask.pipeline.run_config import STAGES, TABLE_ARRAYS
+    from jsmf_dask.pipeline.run_config import STAGES
 
     def table_key(match: re.Match) -> str:
         name, stage = match.groups()
         if stage not in STAGES:
             return match.group(0)
-        table = f"[[{stage}]]" if stage in TABLE_ARRAYS else f"[{stage}]"
-        return f"{config}: {table} key {_CONFIG_KEYS.get(name, name)!r}"
+        return f"{config.path}: {config.table(stage)} key {_CONFIG_KEYS.get(name, name)!r}"
 
     message = re.sub(r"The '(\w+)' parameter of (\w+)", table_key, message)
     message = re.sub(r"\b([a-z_]+)=True\b", lambda m: f"{_CONFIG_KEYS.get(m[1], m[1])} = true", message)
@@ -65,4 +68,7 @@ def config_words(message: str, config: str) -> str:
 
 def user_words(message: str, args: argparse.Namespace) -> str:
     """A library message in the words the user set the parameters with: a config's keys for `jsmf run`, flags else."""
-    return config_words(message, args.config) if args.command == "run" else cli_words(message)
+    if args.command != "run":
+        return cli_words(message)
+    config = getattr(args, "run_config", None)  # None: the config did not load, and the error is its own words
+    return message if config is None else config_words(message, config)

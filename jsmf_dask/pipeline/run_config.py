@@ -98,10 +98,16 @@ class RunConfig:
     workers: int | None = None
     memory_limit: str | None = None
     stages: dict[str, Any] = field(default_factory=dict)
+    #: The stages the file gives as arrays of tables (``[[fit]]``); a single ``[fit]`` table is allowed too.
+    arrays: tuple[str, ...] = TABLE_ARRAYS
 
     def stage(self, name: str) -> Any:
         """The stage's table (a list of tables for ``fit`` and ``refine``), or None when the config leaves it out."""
         return self.stages.get(name)
+
+    def table(self, name: str) -> str:
+        """How the file names the stage's table: ``[[fit]]`` or ``[fit]``."""
+        return f"[[{name}]]" if name in self.arrays else f"[{name}]"
 
 
 def _check(where: str, table: dict, spec: dict, names: tuple[str, ...] = ()) -> None:
@@ -187,7 +193,7 @@ def load_run_config(path: str | os.PathLike) -> RunConfig:
     if "workers" in top and top["workers"] < 1:
         raise ConfigError(f"{path}: key 'workers' must be >= 1; got {top['workers']}")
     return RunConfig(str(path), _resolve(base, top["root"]), top.get("scheduler"), top.get("workers"),
-                     top.get("memory_limit"), stages)
+                     top.get("memory_limit"), stages, tuple(n for n in TABLE_ARRAYS if isinstance(raw.get(n), list)))
 
 
 def topics_config(inputs: list[str], root: str, n_topics: int, *, ingest: dict | None = None,

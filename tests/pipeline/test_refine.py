@@ -499,6 +499,7 @@ def test_the_advice_of_a_worse_refinement_leaves_out_what_it_already_did():
     CLI gives the same advice in flags, `jsmf run` in its config's keys."""
     from jsmf_dask.cli_words import cli_words, config_words
     from jsmf_dask.pipeline.refine import _what_to_try
+    from jsmf_dask.pipeline.run_config import RunConfig
 
     assert _what_to_try("cvb0", "auto", 0.05, 0.05, "ap", 30) == "try method='vb', or keep 'ap'"
     assert _what_to_try("vb", 0.1, 0.05, 0.05, "ap", 30) == "try alpha='auto', method='cvb0', or keep 'ap'"
@@ -514,7 +515,7 @@ def test_the_advice_of_a_worse_refinement_leaves_out_what_it_already_did():
         "try --alpha auto, the validation stop (--validation 0.05), fewer sweeps (--sweeps 25), --method cvb0, "
         "or keep 'ap'")
     # `jsmf run` gives it in the config's keys
-    assert config_words(_what_to_try("vb", 0.1, 0.0, 0.05, "ap", 50), "run.toml") == (
+    assert config_words(_what_to_try("vb", 0.1, 0.0, 0.05, "ap", 50), RunConfig("run.toml", "root")) == (
         'try alpha = "auto", the validation stop (validation = 0.05), fewer sweeps (sweeps = 25), method = "cvb0", '
         "or keep 'ap'")
 

@@ -257,6 +257,10 @@ def test_a_runtime_error_names_the_config_s_keys(tmp_path, capsys):
     assert f"jsmf: error: {config}: [[refine]] key 'drawn_sweeps' (2) draws CVB0's counts; method 'vb' has none " \
         'to draw: pass method = "cvb0" or drawn_sweeps = 0' in err
     assert not (tmp_path / "run" / "model.zarr").exists()
+    # a single [refine] table (allowed beside [[refine]]) is named as the file names it
+    config.write_text('root = "run"\n[refine]\nmodel = "k5-ap"\nmethod = "vb"\ndrawn_sweeps = 2\n')
+    assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 1
+    assert f"jsmf: error: {config}: [refine] key 'drawn_sweeps' (2) draws" in capsys.readouterr().err
 
 
 def test_shipped_configs_are_valid():
