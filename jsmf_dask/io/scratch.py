@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sps
 
 from jsmf_dask.io.fs import get_fs
+from jsmf_dask.io.parquet import read_parquet_file
 
 __all__ = ["save_array", "load_array", "save_sparse", "load_sparse", "write_table", "read_table"]
 
@@ -59,4 +60,4 @@ def read_table(url: str) -> pa.Table:
     """The whole Parquet file at ``url``."""
     fs, path = get_fs(url)
     with fs.open(path, "rb") as f:
-        return pq.read_table(f)
+        return read_parquet_file(f)

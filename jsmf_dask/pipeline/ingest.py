@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_int, check_option
@@ -28,6 +27,7 @@ from jsmf_dask.parameters import INPUT_FORMATS, STRIPS
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output, total_bytes
 from jsmf_dask.io.parquet import (
     corpus_dir,
+    read_parquet_file,
     row_group_size_for,
     write_labels,
     repeated_doc_id,
@@ -422,7 +422,7 @@ def _check_unique_doc_ids(infos, raw_files: list[str]) -> None:
     def doc_id_at(part: int, row: int) -> str:
         fs, path = get_fs(raw_files[part])
         with fs.open(path, "rb") as f:
-            return pq.read_table(f, columns=["doc_id"]).column("doc_id")[row].as_py()
+            return read_parquet_file(f, columns=["doc_id"]).column("doc_id")[row].as_py()
 
     dup = repeated_doc_id([h for info in infos for h in info.hashes], doc_id_at)
     if dup is not None:

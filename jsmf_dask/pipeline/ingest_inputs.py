@@ -19,12 +19,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from jsmf_dask import _progress, config
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, is_local, join
-from jsmf_dask.io.parquet import display_words, doc_id_hashes, list_blocks, read_vocabulary, repeated_doc_id
+from jsmf_dask.io.parquet import (
+    display_words,
+    doc_id_hashes,
+    list_blocks,
+    read_parquet_file,
+    read_vocabulary,
+    repeated_doc_id,
+)
 from jsmf_dask.io.sources import (
     RatingsBucketPartition,
     TextOptions,
@@ -109,10 +115,16 @@ def existing_corpus(corpus: str) -> AppendTarget:
                          labels=labels)
 
 
+def _doc_ids(url: str) -> pa.ChunkedArray:
+    """The ``doc_id`` column of the corpus shard at ``url``."""
+    fs, path = get_fs(url)
+    with fs.open(path, "rb") as f:
+        return read_parquet_file(f, columns=["doc_id"]).column("doc_id")
+
+
 def link_existing(existing: AppendTarget, tmp: str, new_shards: list[str]) -> None:
     """Refuse new documents whose doc_id is already in the corpus, then put the old shards beside the new."""
-    tables = [(u, pq.read_table(get_fs(u)[1], columns=["doc_id"], filesystem=get_fs(u)[0]).column("doc_id"))
-              for u in existing.shards + new_shards]
+    tables = [(u, _doc_ids(u)) for u in existing.shards + new_shards]
     dup = repeated_doc_id([doc_id_hashes(t) for _, t in tables], lambda part, row: tables[part][1][row].as_py())
     if dup is not None:
         (a, ra), _, doc_id = dup

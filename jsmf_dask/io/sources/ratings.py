@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, join
+from jsmf_dask.io.parquet import read_parquet_file
 from jsmf_dask.io.sources._common import StringSource, NUMBER_PATTERN, ReadSummary
 
 __all__ = ["RatingsColumns", "partition_ratings_file", "RatingsBucketPartition", "ratings_buckets"]
@@ -144,7 +145,7 @@ class RatingsBucketPartition(StringSource):
         for url in self.files:
             fs, path = get_fs(url)
             with fs.open(path, "rb") as f:
-                tables.append(pq.read_table(f))
+                tables.append(read_parquet_file(f))
         if not tables:
             return
         order = [("user", "ascending"), ("item", "ascending"), ("file", "ascending"), ("line", "ascending")]
