@@ -57,7 +57,7 @@ def reference(root: str) -> dict:
     n_words = pq.read_metadata(corpus / "vocab.parquet").num_rows
     blocks = []
     for path in sorted(corpus.glob("part-*.parquet")):
-        t = pq.read_table(path)
+        t = pq.ParquetFile(path).read()
         ids = t.column("word_ids").combine_chunks()
         cnt = t.column("counts").combine_chunks()
         blocks.append(sp.csr_array((cnt.flatten().to_numpy().astype(np.float64), ids.flatten().to_numpy(),

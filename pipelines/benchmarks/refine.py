@@ -49,7 +49,7 @@ def corpus_matrix(root: Path):
     from scipy import sparse
 
     n_words = pq.read_metadata(root / "corpus" / "vocab.parquet").num_rows
-    parts = [block_counts(pq.read_table(s), n_words) for s in sorted((root / "corpus").glob("part-*.parquet"))]
+    parts = [block_counts(pq.ParquetFile(s).read(), n_words) for s in sorted((root / "corpus").glob("part-*.parquet"))]
     return sparse.vstack(parts).tocsr()
 
 
