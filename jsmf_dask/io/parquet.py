@@ -92,7 +92,7 @@ def write_labels(labels: dict[str, str], words: list[str], corpus: str) -> int:
 
 
 def read_parquet_file(f, columns: list[str] | None = None) -> pa.Table:
-    """The Parquet file ``f`` (an open binary file) as one table, ``columns`` only if given.
+    """The Parquet file ``f`` (a local path or an open binary file) as one table, ``columns`` only if given.
 
     Through :class:`pyarrow.parquet.ParquetFile`, not ``pq.read_table``: that goes through
     :mod:`pyarrow.dataset`, whose scanner's threads can outlive the interpreter, which then aborts at exit
