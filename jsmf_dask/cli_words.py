@@ -29,6 +29,21 @@ def _flag(name: str) -> str:
     return _FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
+#: How a library message names a parameter: ``The 'n_topics' parameter of fit``; a switch ``overwrite=True``; a
+#: value ``path='tiled'``; a number ``min_anchor_df=10``.
+_PARAMETER = re.compile(r"The '(\w+)' parameter of (\w+)")
+_SWITCH = re.compile(r"\b([a-z_]+)=True\b")
+_QUOTED = re.compile(r"\b([a-z_]+)='([\w.+-]+)'")
+_NUMBER = re.compile(r"\b([a-z][a-z_]*)=(\d[\w.]*)")
+
+
+def _reword(message: str, parameter, switch, quoted, number) -> str:
+    """``message`` with each of the four forms above replaced by its function of the match."""
+    for pattern, new in ((_PARAMETER, parameter), (_SWITCH, switch), (_QUOTED, quoted), (_NUMBER, number)):
+        message = pattern.sub(new, message)
+    return message
+
+
 def cli_words(message: str) -> str:
     """A library message in the CLI's words: parameters become the flags that set them.
 
@@ -36,10 +51,10 @@ def cli_words(message: str) -> str:
     ``--overwrite``; ``path='tiled'`` → ``--path tiled``; ``min_anchor_df=10`` →
     ``--min-anchor-df 10``.
     """
-    message = re.sub(r"The '(\w+)' parameter of \w+", lambda m: _flag(m.group(1)), message)
-    message = re.sub(r"\b([a-z_]+)=True\b", lambda m: _flag(m.group(1)), message)
-    message = re.sub(r"\b([a-z_]+)='([\w.+-]+)'", lambda m: f"{_flag(m.group(1))} {m.group(2)}", message)
-    return re.sub(r"\b([a-z][a-z_]*)=(\d[\w.]*)", lambda m: f"{_flag(m.group(1))} {m.group(2)}", message)
+    def value(match: re.Match) -> str:
+        return f"{_flag(match[1])} {match[2]}"
+
+    return _reword(message, lambda m: _flag(m[1]), lambda m: _flag(m[1]), value, value)
 
 
 #: Python parameters whose key in a run config is not their name (``n_topics`` → ``topics``).
@@ -54,16 +69,17 @@ def config_words(message: str, config: RunConfig) -> str:
     """
     from jsmf_dask.pipeline.run_config import STAGES
 
+    def key(name: str) -> str:
+        return _CONFIG_KEYS.get(name, name)
+
     def table_key(match: re.Match) -> str:
         name, stage = match.groups()
         if stage not in STAGES:
             return match.group(0)
-        return f"{config.path}: {config.table(stage)} key {_CONFIG_KEYS.get(name, name)!r}"
+        return f"{config.path}: {config.table(stage)} key {key(name)!r}"
 
-    message = re.sub(r"The '(\w+)' parameter of (\w+)", table_key, message)
-    message = re.sub(r"\b([a-z_]+)=True\b", lambda m: f"{_CONFIG_KEYS.get(m[1], m[1])} = true", message)
-    message = re.sub(r"\b([a-z_]+)='([\w.+-]+)'", lambda m: f'{_CONFIG_KEYS.get(m[1], m[1])} = "{m[2]}"', message)
-    return re.sub(r"\b([a-z][a-z_]*)=(\d[\w.]*)", lambda m: f"{_CONFIG_KEYS.get(m[1], m[1])} = {m[2]}", message)
+    return _reword(message, table_key, lambda m: f"{key(m[1])} = true", lambda m: f'{key(m[1])} = "{m[2]}"',
+                   lambda m: f"{key(m[1])} = {m[2]}")
 
 
 def user_words(message: str, args: argparse.Namespace) -> str:

@@ -6,7 +6,7 @@ Layout (``data_schemas/``)::
     <root>/corpus/vocab.parquet            vocabulary (VOCAB_SCHEMA)
 
 Reading goes through :class:`pyarrow.parquet.ParquetFile`, one row group at a time, or a whole small file by
-:func:`read_parquet_file`; never through :mod:`pyarrow.dataset` (``pq.read_table``'s route), whose import pulls
+:func:`read_parquet`; never through :mod:`pyarrow.dataset` (``pq.read_table``'s route), whose import pulls
 in pandas where it is installed, and whose scanner threads can abort the interpreter at exit
 (apache/arrow#34314); every read and write is validated with :mod:`jsmf_dask.io.schema`.
 """
@@ -37,7 +37,7 @@ from jsmf_dask.io.schema import (
 
 __all__ = [
     "Block",
-    "read_parquet_file",
+    "read_parquet",
     "read_parquet_dir",
     "row_group_size_for",
     "corpus_nnz",
@@ -91,8 +91,8 @@ def write_labels(labels: dict[str, str], words: list[str], corpus: str) -> int:
     return len(ids)
 
 
-def read_parquet_file(f, columns: list[str] | None = None) -> pa.Table:
-    """The Parquet file ``f`` (a local path or an open binary file) as one table, ``columns`` only if given.
+def read_parquet(url: str, columns: list[str] | None = None) -> pa.Table:
+    """The Parquet file at ``url`` (a local path or an fsspec URL) as one table, ``columns`` only if given.
 
     Through :class:`pyarrow.parquet.ParquetFile`, not ``pq.read_table``: that goes through
     :mod:`pyarrow.dataset`, whose scanner's threads can outlive the interpreter, which then aborts at exit
@@ -100,17 +100,18 @@ def read_parquet_file(f, columns: list[str] | None = None) -> pa.Table:
     apache/arrow#34314). Measured here: a script that read the vocabulary with ``pq.read_table`` and ended
     exited 134 in 2 of 12 runs (8 of 15 without pandas installed); through ``ParquetFile``, 0 of 15.
     """
-    with pq.ParquetFile(f) as parquet:
+    fs, path = get_fs(url)
+    with fs.open(path, "rb") as f, pq.ParquetFile(f) as parquet:
         return parquet.read(columns=columns)
 
 
 def display_words(corpus: str, words: list[str]) -> list[str]:
     """``words`` with each labelled word replaced by its label (``labels.parquet``), for showing topics."""
-    fs, path = get_fs(labels_path(corpus))
+    url = labels_path(corpus)
+    fs, path = get_fs(url)
     if not fs.exists(path):
         return list(words)
-    with fs.open(path, "rb") as f:
-        table = read_parquet_file(f)
+    table = read_parquet(url)
     shown = list(words)
     for i, label in zip(table.column("word_id").to_pylist(), table.column("label").to_pylist(), strict=True):
         if 0 <= i < len(shown) and label:
@@ -264,8 +265,7 @@ def read_vocabulary(corpus: str) -> pa.Table:
     if not fs.exists(path):
         raise StoreError(f"{url}: vocabulary table does not exist; run `jsmf ingest` first")
     try:
-        with fs.open(path, "rb") as f:
-            table = read_parquet_file(f)
+        table = read_parquet(url)
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusSchemaError(f"{url}: cannot read as Parquet: {err}") from err
     validate_vocabulary(table, url)

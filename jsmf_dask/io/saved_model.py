@@ -23,7 +23,7 @@ import zarr
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import check_committed, get_fs, join, parent_url, staged_output
 from jsmf_dask.io.model_store import write_arrays
-from jsmf_dask.io.parquet import read_parquet_file
+from jsmf_dask.io.parquet import read_parquet
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import zarr_store
@@ -87,11 +87,11 @@ def read_saved_model(url: str) -> tuple[dict[str, np.ndarray], dict[str, Any], l
         raise StoreError(f"{url}: attribute 'schema_version' is {attrs.get('schema_version')!r}; "
                          f"expected {SCHEMA_VERSION}")
     arrays = _nested(group)
-    fs, path = get_fs(join(url, _VOCAB))
+    vocab = join(url, _VOCAB)
+    fs, path = get_fs(vocab)
     if not fs.exists(path):
         raise StoreError(f"{url}: {_VOCAB} is missing; the saved model is incomplete")
-    with fs.open(path, "rb") as f:
-        words = read_parquet_file(f).column("word").to_pylist()
+    words = read_parquet(vocab).column("word").to_pylist()
     return arrays, attrs, words
 
 

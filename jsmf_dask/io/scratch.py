@@ -15,9 +15,8 @@ import pyarrow.parquet as pq
 import scipy.sparse as sps
 
 from jsmf_dask.io.fs import get_fs
-from jsmf_dask.io.parquet import read_parquet_file
 
-__all__ = ["save_array", "load_array", "save_sparse", "load_sparse", "write_table", "read_table"]
+__all__ = ["save_array", "load_array", "save_sparse", "load_sparse", "write_table"]
 
 
 def save_array(url: str, values: np.ndarray) -> None:
@@ -54,10 +53,3 @@ def write_table(url: str, table: pa.Table) -> None:
     fs, path = get_fs(url)
     with fs.open(path, "wb") as f:
         pq.write_table(table, f)
-
-
-def read_table(url: str) -> pa.Table:
-    """The whole Parquet file at ``url``."""
-    fs, path = get_fs(url)
-    with fs.open(path, "rb") as f:
-        return read_parquet_file(f)

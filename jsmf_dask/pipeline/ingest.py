@@ -27,7 +27,7 @@ from jsmf_dask.parameters import INPUT_FORMATS, STRIPS
 from jsmf_dask.io.fs import get_fs, join, remove, staged_output, total_bytes
 from jsmf_dask.io.parquet import (
     corpus_dir,
-    read_parquet_file,
+    read_parquet,
     row_group_size_for,
     write_labels,
     repeated_doc_id,
@@ -420,9 +420,7 @@ def ingest(
 
 def _check_unique_doc_ids(infos, raw_files: list[str]) -> None:
     def doc_id_at(part: int, row: int) -> str:
-        fs, path = get_fs(raw_files[part])
-        with fs.open(path, "rb") as f:
-            return read_parquet_file(f, columns=["doc_id"]).column("doc_id")[row].as_py()
+        return read_parquet(raw_files[part], columns=["doc_id"]).column("doc_id")[row].as_py()
 
     dup = repeated_doc_id([h for info in infos for h in info.hashes], doc_id_at)
     if dup is not None:

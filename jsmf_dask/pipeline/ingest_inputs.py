@@ -27,7 +27,7 @@ from jsmf_dask.io.parquet import (
     display_words,
     doc_id_hashes,
     list_blocks,
-    read_parquet_file,
+    read_parquet,
     read_vocabulary,
     repeated_doc_id,
 )
@@ -115,16 +115,9 @@ def existing_corpus(corpus: str) -> AppendTarget:
                          labels=labels)
 
 
-def _doc_ids(url: str) -> pa.ChunkedArray:
-    """The ``doc_id`` column of the corpus shard at ``url``."""
-    fs, path = get_fs(url)
-    with fs.open(path, "rb") as f:
-        return read_parquet_file(f, columns=["doc_id"]).column("doc_id")
-
-
 def link_existing(existing: AppendTarget, tmp: str, new_shards: list[str]) -> None:
     """Refuse new documents whose doc_id is already in the corpus, then put the old shards beside the new."""
-    tables = [(u, _doc_ids(u)) for u in existing.shards + new_shards]
+    tables = [(u, read_parquet(u, columns=["doc_id"]).column("doc_id")) for u in existing.shards + new_shards]
     dup = repeated_doc_id([doc_id_hashes(t) for _, t in tables], lambda part, row: tables[part][1][row].as_py())
     if dup is not None:
         (a, ra), _, doc_id = dup

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import doc_id_hashes, write_shard
-from jsmf_dask.io.scratch import read_table, write_table
+from jsmf_dask.io.parquet import read_parquet
+from jsmf_dask.io.scratch import write_table
 from jsmf_dask.io.sources import ReadSummary, RatingsColumns, partition_ratings_file
 
 __all__ = [
@@ -228,7 +229,7 @@ def _write_curated(
     item, mapping: TermMapping, corpus: str, min_doc_tokens: int, min_doc_words: int, row_group_size: int
 ) -> ShardResult:
     index, raw_url = item
-    table = read_table(raw_url)
+    table = read_parquet(raw_url)
     parent, ids, counts = mapped_entries(table, mapping)
     keep = ids >= 0
     ids, counts, parent = ids[keep], counts[keep], parent[keep]

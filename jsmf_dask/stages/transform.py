@@ -13,7 +13,8 @@ from dask.base import tokenize
 from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import shard_name
 from jsmf_dask.io.schema import doc_topics_schema
-from jsmf_dask.io.scratch import read_table, write_table
+from jsmf_dask.io.parquet import read_parquet
+from jsmf_dask.io.scratch import write_table
 from jsmf_dask.kernels.infer import document_topics
 from jsmf_dask.stages.ingest import TermMapping, mapped_entries
 
@@ -32,7 +33,7 @@ class TransformedBlock:
 
 def _transform_block(raw_url: str, mapping: TermMapping, model: tuple[np.ndarray, np.ndarray],
                      out_url: str) -> TransformedBlock:
-    table = read_table(raw_url)
+    table = read_parquet(raw_url)
     parent, ids, counts = mapped_entries(table, mapping)
     known = ids >= 0
     n_rows = table.num_rows

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from jsmf_dask.kernels.metrics import match_topics
-from jsmf_dask.io.parquet import read_parquet_file
+from jsmf_dask.io.parquet import read_parquet
 from pipelines.benchmarks.memory import PeakMemory
 
 
@@ -47,7 +47,7 @@ def write_docword(root: Path, path: Path) -> None:
 
     shards = sorted((root / "corpus").glob("part-*.parquet"))
     n_words = pq.read_metadata(root / "corpus" / "vocab.parquet").num_rows
-    tables = [read_parquet_file(s) for s in shards]
+    tables = [read_parquet(str(s)) for s in shards]
     n_docs = sum(t.num_rows for t in tables)
     nnz = sum(len(t.column("word_ids").combine_chunks().flatten()) for t in tables)
     with open(path, "wb") as f:
@@ -118,7 +118,7 @@ def gibbs(root: Path, k: int, iterations: int, docs: int | None, workers: int, a
     names = [f"w{i:05d}" for i in range(n_words)]
     seen = 0
     for shard in sorted((root / "corpus").glob("part-*.parquet")):
-        t = read_parquet_file(shard)
+        t = read_parquet(str(shard))
         for ids, cnt in zip(t.column("word_ids").to_pylist(), t.column("counts").to_pylist(), strict=True):
             model.add_doc([names[i] for i, c in zip(ids, cnt, strict=True) for _ in range(c)])
             seen += 1

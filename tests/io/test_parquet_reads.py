@@ -54,13 +54,11 @@ print("pyarrow.dataset" in sys.modules)
     assert done.stdout.strip().splitlines()[-1] == "False", done.stdout
 
 
-def test_read_parquet_file_reads_what_was_written(tmp_path):
-    from jsmf_dask.io.parquet import read_parquet_file
+def test_read_parquet_reads_what_was_written(tmp_path):
+    from jsmf_dask.io.parquet import read_parquet
 
     table = pa.table({"word": ["a", "b", "c"], "count": pa.array([3, 1, 2], pa.int64())})
     path = tmp_path / "t.parquet"
     pq.write_table(table, path)
-    with open(path, "rb") as f:
-        assert read_parquet_file(f).equals(table)
-    with open(path, "rb") as f:
-        assert read_parquet_file(f, columns=["count"]).equals(table.select(["count"]))
+    assert read_parquet(str(path)).equals(table)
+    assert read_parquet(str(path), columns=["count"]).equals(table.select(["count"]))

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from jsmf_dask.exceptions import InputError
 from jsmf_dask.io.fs import get_fs, join
-from jsmf_dask.io.parquet import read_parquet_file
+from jsmf_dask.io.parquet import read_parquet
 from jsmf_dask.io.sources._common import StringSource, NUMBER_PATTERN, ReadSummary
 
 __all__ = ["RatingsColumns", "partition_ratings_file", "RatingsBucketPartition", "ratings_buckets"]
@@ -141,11 +141,7 @@ class RatingsBucketPartition(StringSource):
         return ", ".join(self.inputs)
 
     def _docs(self, summary: ReadSummary) -> Iterator[tuple[str, Counter[str]]]:
-        tables = []
-        for url in self.files:
-            fs, path = get_fs(url)
-            with fs.open(path, "rb") as f:
-                tables.append(read_parquet_file(f))
+        tables = [read_parquet(url) for url in self.files]
         if not tables:
             return
         order = [("user", "ascending"), ("item", "ascending"), ("file", "ascending"), ("line", "ascending")]
