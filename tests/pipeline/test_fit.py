@@ -14,6 +14,7 @@ import zarr
 
 from jsmf_dask import RectifiedAnchorWords, cooccur, find_anchors, fit, open_cooccurrence, open_model, recover, rectify, synth
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
+from jsmf_dask.io.parquet import read_parquet
 from tests.conftest import listing
 
 
@@ -180,7 +181,7 @@ def test_bad_parameters_and_stores(tmp_path, synthetic_root):
         check(InvalidParameterError, r"'anchor_words' parameter of fit \(100\) cannot be used: " + why,
               anchor_words=100, **kwargs)
     # the vocabulary changed after C was built
-    vocab = pq.read_table(root / "corpus" / "vocab.parquet")
+    vocab = read_parquet(str(root / "corpus" / "vocab.parquet"))
     words = vocab.column("word").to_pylist()
     words[0] = "changed"
     pq.write_table(vocab.set_column(1, "word", pa.array(words)), root / "corpus" / "vocab.parquet")
@@ -426,7 +427,7 @@ def test_a_fit_on_anchor_words_equals_a_dense_reference_and_every_word_beyond_th
     fitted = fit(root, n_topics=5, iterations=20, anchor_words=60)
     store = open_cooccurrence(f"{root}/cooc.zarr")
     C = store.C[:] / store.C[:].sum()
-    vocab = pq.read_table(root / "corpus" / "vocab.parquet")
+    vocab = read_parquet(str(root / "corpus" / "vocab.parquet"))
     words = np.sort(select_vocabulary(np.asarray(vocab.column("df")), np.asarray(vocab.column("tf")), 3000,
                                       60).kept)
     with threadpool_limits(limits=1, user_api="blas"):  # the fit's task's BLAS threads at this size

@@ -86,11 +86,13 @@ def test_update_refusals_leave_everything_unchanged(parts, tmp_path):
 def test_update_refuses_documents_already_counted(parts, tmp_path):
     import pyarrow.parquet as pq
 
+    from jsmf_dask.io.parquet import read_parquet
+
     root = tmp_path / "run"
     ingest(root, [str(parts["day1"])], vocab_size=500, row_group_size=100)
     cooccur(root)
     # a shard slipped into the corpus by hand, repeating a counted document
-    shard = pq.read_table(root / "corpus" / "part-00000.parquet").slice(0, 3)
+    shard = read_parquet(str(root / "corpus" / "part-00000.parquet")).slice(0, 3)
     pq.write_table(shard, root / "corpus" / "part-00099.parquet")
     snapshot = listing(root)
     with pytest.raises(CorpusSchemaError, match=r"part-00099\.parquet: row 0: field 'doc_id' '.*' is already counted"):

@@ -9,14 +9,13 @@ import sys
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from jsmf_dask import cooccur, fit, synth
 from jsmf_dask.cli import main
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.model_store import open_model
-from jsmf_dask.io.parquet import read_vocabulary
+from jsmf_dask.io.parquet import read_parquet, read_vocabulary
 from jsmf_dask.pipeline.infer import infer, read_doc_topics
 from jsmf_dask.pipeline.ldavis import PROBABILITY_FLOOR, export_ldavis, ldavis_inputs, ldavis_path
 from jsmf_dask.pipeline.refine import refine
@@ -51,7 +50,7 @@ def test_inputs_are_the_models_topics_its_documents_weights_and_the_term_frequen
     np.testing.assert_allclose(inputs["topic_term_dists"], floored / floored.sum(axis=1, keepdims=True), rtol=1e-15)
     np.testing.assert_allclose(inputs["topic_term_dists"].sum(axis=1), 1.0, rtol=1e-12)
     parts = sorted((root / "model.zarr" / "ap-cvb0" / "doc_topics").glob("*.parquet"))  # corpus order
-    table = pa.concat_tables([pq.read_table(p) for p in parts])
+    table = pa.concat_tables([read_parquet(str(p)) for p in parts])
     lengths = np.asarray(table.column("n_tokens"))
     theta = np.array(table.column("topics").to_pylist())
     np.testing.assert_array_equal(inputs["doc_lengths"], lengths[lengths > 0])

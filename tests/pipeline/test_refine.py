@@ -6,10 +6,13 @@ import math
 
 import dask
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from jsmf_dask import cooccur, evaluate, fit, infer, open_cooccurrence, open_model, report, synth
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
+from jsmf_dask.io.parquet import read_parquet, read_parquet_dir
 from jsmf_dask.kernels.metrics import match_topics
 from jsmf_dask.pipeline.infer import read_doc_topics
 from jsmf_dask.pipeline.refine import REFIT_SWEEPS, refine
@@ -88,13 +91,11 @@ def test_stored_like_any_model(lda_root, refined):
 
 
 def test_doc_topics_of_every_training_document(lda_root, refined):
-    import pyarrow.dataset as ds
-
     from jsmf_dask.kernels.doc_split import heldout_mask
 
-    table = ds.dataset(str(lda_root / "model.zarr" / "ap-vb" / "doc_topics"), format="parquet").to_table()
+    table = read_parquet_dir(str(lda_root / "model.zarr" / "ap-vb" / "doc_topics"))
     shards = sorted(str(p) for p in (lda_root / "corpus").glob("part-*.parquet"))
-    corpus = ds.dataset(shards, format="parquet").to_table(columns=["doc_id"])
+    corpus = pa.concat_tables([read_parquet(s, columns=["doc_id"]) for s in shards])
     training = np.asarray(corpus.column("doc_id").to_pylist())[~heldout_mask(corpus.column("doc_id"), 0.1)]
     assert table.column("doc_id").to_pylist() == training.tolist()
     theta = np.array(table.column("topics").to_pylist())
@@ -219,16 +220,12 @@ def test_a_model_of_another_vocabulary_is_refused(lda_root, tmp_path):
 def test_same_words_in_another_order_is_another_vocabulary(lda_root, tmp_path):
     import shutil
 
-    import pyarrow.parquet as pq
-
     other = tmp_path / "shuffled"
     shutil.copytree(lda_root / "corpus", other / "corpus")
     shutil.copytree(lda_root / "model.zarr" / "ap", other / "model.zarr" / "ap")
-    vocab = pq.read_table(other / "corpus" / "vocab.parquet")
+    vocab = read_parquet(str(other / "corpus" / "vocab.parquet"))
     words = vocab.column("word").to_pylist()
     words[0], words[1] = words[1], words[0]
-    import pyarrow as pa
-
     pq.write_table(vocab.set_column(1, "word", pa.array(words)), other / "corpus" / "vocab.parquet")
     with pytest.raises(StoreError, match="another vocabulary"):
         refine(other, model="ap")
@@ -376,10 +373,8 @@ def test_refit_goes_on_from_the_chosen_state_with_the_validation_documents(plain
     assert r.attrs["validation"]["n_docs"] == valid  # they chose the state
     curve = open_model(plain_lda_root, "refitted").trace["validation_perplexity"]
     assert curve[-1] == curve[:-1].min()  # the chosen state's score, not one of documents it then trained on
-    import pyarrow.dataset as ds
-
-    doc_topics = ds.dataset(str(plain_lda_root / "model.zarr" / "refitted" / "doc_topics"), format="parquet")
-    assert doc_topics.count_rows() == 5000 - held  # every document but the held-out ones has its weights
+    doc_topics = read_parquet_dir(str(plain_lda_root / "model.zarr" / "refitted" / "doc_topics"))
+    assert doc_topics.num_rows == 5000 - held  # every document but the held-out ones has its weights
     # 'never' returns the chosen state itself: the refit started from its counts and its α, every document in
     never = refine(plain_lda_root, model="ap", refit="never", name="not-refitted", drawn_sweeps=0)
     assert never.attrs["refit"] is None and never.attrs["training"]["n_docs"] == 5000 - held - valid
@@ -536,8 +531,6 @@ def test_validation_the_store_did_not_leave_out_is_refused(lda_root, plain_lda_r
 def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     """Under a refined model, infer folds documents in with the model's prior, which agrees with the topic
     weights refine itself kept for its training documents far better than least squares does."""
-    import pyarrow.dataset as ds
-
     from jsmf_dask.kernels.variational import e_step
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
     from jsmf_dask.stages.infer import block_counts
@@ -545,7 +538,7 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     m = open_model(lda_root, "ap-vb")
     infer(lda_root, model="ap-vb", overwrite=True)
     inferred = read_doc_topics(str(lda_root), "ap-vb")
-    own = ds.dataset(str(lda_root / "model.zarr" / "ap-vb" / "doc_topics"), format="parquet").to_table()
+    own = read_parquet_dir(str(lda_root / "model.zarr" / "ap-vb" / "doc_topics"))
     by_id = dict(zip(inferred.column("doc_id").to_pylist(), inferred.column("topics").to_pylist(), strict=True))
     ids = own.column("doc_id").to_pylist()
     theta_infer = np.array([by_id[d] for d in ids])
@@ -605,7 +598,6 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
     sweeps after the best and returns that state, not the last one: the final score is the curve's minimum."""
     import scipy.sparse as sps
 
-    from jsmf_dask.io.parquet import read_parquet_dir
     from jsmf_dask.kernels.synthetic import sample_corpus
     from jsmf_dask.pipeline.matrix import ingest_matrix
 

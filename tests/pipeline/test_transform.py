@@ -9,12 +9,12 @@ from pathlib import Path
 
 import dask
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from jsmf_dask import cooccur, fit, infer, ingest, refine
 from jsmf_dask.cli import main
 from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.parquet import read_parquet_dir
 from jsmf_dask.kernels.synthetic import sample_corpus
 from jsmf_dask.pipeline.infer import read_doc_topics
 from jsmf_dask.pipeline.transform import transform
@@ -68,7 +68,7 @@ def test_transform_equals_append_and_infer_and_leaves_the_root_as_it_is(text_roo
         assert _tree_digest(text_root) == before  # byte-identical: nothing written, nothing touched
         assert report.n_docs == 61 and report.n_empty == 1 and report.empty_doc_ids == ["empty"]
         assert report.n_unknown >= 2 + 3 and "no word of the vocabulary" in report.lines()[-1]
-    table = pq.read_table(tmp_path / "k4-cvb0.parquet")
+    table = read_parquet_dir(str(tmp_path / "k4-cvb0.parquet"))
     assert table.column_names == ["doc_id", "n_tokens", "n_unknown", "topics"]
     rows = {d: i for i, d in enumerate(table.column("doc_id").to_pylist())}
     weights = np.array(table.column("topics").to_pylist())
@@ -76,7 +76,7 @@ def test_transform_equals_append_and_infer_and_leaves_the_root_as_it_is(text_roo
     np.testing.assert_allclose(weights[rows["empty"]], alpha / alpha.sum(), rtol=1e-12)  # the prior's mean
     from jsmf_dask.kernels.infer import model_prior
 
-    spectral = pq.read_table(tmp_path / "k4.parquet")
+    spectral = read_parquet_dir(str(tmp_path / "k4.parquet"))
     prior = model_prior(__import__("jsmf_dask").open_model(str(text_root), "k4").arrays)  # moment-matched to A
     np.testing.assert_allclose(spectral.column("topics")[rows["empty"]].as_py(), prior / prior.sum(), rtol=1e-12)
     assert table.column("n_tokens")[rows["empty"]].as_py() == 0
@@ -92,7 +92,7 @@ def test_transform_equals_append_and_infer_and_leaves_the_root_as_it_is(text_roo
         stored = read_doc_topics(copy, model)
         appended = {d: w for d, w in zip(stored.column("doc_id").to_pylist(), stored.column("topics").to_pylist())
                     if d.startswith("n")}
-        table = pq.read_table(tmp_path / f"{model}.parquet")
+        table = read_parquet_dir(str(tmp_path / f"{model}.parquet"))
         mine = dict(zip(table.column("doc_id").to_pylist(), table.column("topics").to_pylist()))
         assert len(appended) == 60
         for doc, w in appended.items():
@@ -103,7 +103,7 @@ def test_transform_from_the_command_line_and_its_errors(text_root, tmp_path, cap
     inputs = str(_write(tmp_path / "new.jsonl", _texts(20, 3, "c")))
     out = tmp_path / "out.parquet"
     assert main(["transform", str(text_root), inputs, "--model", "k4-cvb0", "--output", str(out), "--quiet"]) == 0
-    assert len(pq.read_table(out)) == 20
+    assert len(read_parquet_dir(str(out))) == 20
     assert main(["transform", str(text_root), inputs, "--model", "k4-cvb0", "--output", str(out), "--quiet"]) == 1
     assert "exists" in capsys.readouterr().err
     assert main(["transform", str(text_root), inputs, "--model", "k9", "--output", str(tmp_path / "x")]) == 1
@@ -157,7 +157,7 @@ def test_every_input_format_reads_as_the_corpus_did(fmt, tmp_path):
         report = transform(root, [str(path)], model="k3-cvb0", output=str(tmp_path / "out"))
     stored = read_doc_topics(root, "k3-cvb0")
     inside = dict(zip(stored.column("doc_id").to_pylist(), stored.column("topics").to_pylist()))
-    table = pq.read_table(tmp_path / "out")
+    table = read_parquet_dir(str(tmp_path / "out"))
     new = dict(zip(table.column("doc_id").to_pylist(), table.column("topics").to_pylist()))
     assert report.format == fmt and report.n_unknown == 0 and set(inside) <= set(new)
     for doc, weights in inside.items():
