@@ -340,6 +340,14 @@ def _quiet_libraries(level: int, *, verbose: bool, quiet: bool) -> None:
         logging.getLogger(name).setLevel(value)
 
 
+def _root_flag_hint(command: str, extra: Sequence[str]) -> str:
+    """What to write instead when a stage command got ``jsmf topics``'s ``--out ROOT``: its root is positional."""
+    if not any(arg == "--out" or arg.startswith("--out=") for arg in extra):
+        return ""
+    return (f" (the run root is the first argument of `jsmf {command}`: jsmf {command} ROOT ...; "
+            "--out ROOT is `jsmf topics`'s)")
+
+
 def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> int:
     """Entry point of ``jsmf``; returns the exit status.
 
@@ -351,7 +359,8 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # the command's own usage, not the top level's
-        parser.command_parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.command_parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}"
+                                                   f"{_root_flag_hint(args.command, extra)}")
     if getattr(args, "workers", None) is not None and args.workers < 1:
         print(f"jsmf: error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
         return 2

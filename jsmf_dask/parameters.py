@@ -274,8 +274,9 @@ PARAMETERS: tuple[Parameter, ...] = (
               "low-rank anchors in O(N*K) memory; none: the Baseline", choices=("ap", "dc", "enn", "none"),
               default_text="ap on a dense store where its in-task path fits the workers, else enn; enn on a "
               "compressed store (`cooccur --rank`)", estimator="rectifier"),
-    Parameter("fit", "iterations", "int", 150, "AP or ENN cycles (at most, with --tol; `jsmf topics` and `jsmf "
-              "run` run 50 where refine follows the fit)", low=1, metavar="N", estimator="max_iter"),
+    Parameter("fit", "iterations", "int", 150, "AP or ENN cycles (at most, with --tol; where refine follows the "
+              f"fit, `jsmf topics` and `jsmf run` run {REFINED_FIT_ITERATIONS_SMALL_K} up to {REFINED_FIT_SMALL_K} "
+              f"topics, {REFINED_FIT_ITERATIONS} above)", low=1, metavar="N", estimator="max_iter"),
     Parameter("fit", "tol", "float", None,
               "stop AP or ENN when its relative change falls below this (1e-6, the eigensolver's accuracy, is "
               "several times faster: see the README); ENN also stops when its change is below what it can "

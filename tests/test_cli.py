@@ -196,6 +196,22 @@ def test_papercuts_verbose_after_the_command_its_own_usage_quiet_shutdown(tmp_pa
     assert "runs/" in (Path(__file__).resolve().parents[1] / ".gitignore").read_text().split()
 
 
+def test_out_on_a_stage_command_says_where_its_root_goes(tmp_path, capsys):
+    """`jsmf topics INPUT --out ROOT` carried over to a stage command (whose root is positional) is answered
+    with where the root goes, not only "unrecognized arguments"; any other stray option gets no such hint."""
+    for argv in (["ingest", "input.txt", "--out", str(tmp_path)], ["cooccur", "--out", str(tmp_path)], ["refine", "--out=x", str(tmp_path), "--model", "m"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"jsmf {argv[0]}: error: unrecognized arguments: --out" in err
+        assert f"the run root is the first argument of `jsmf {argv[0]}`: jsmf {argv[0]} ROOT" in err
+        assert "--out ROOT is `jsmf topics`'s" in err
+    with pytest.raises(SystemExit):
+        main(["fit", str(tmp_path), "--topics", "3", "--bogus"])
+    assert "first argument" not in capsys.readouterr().err
+
+
 def test_the_executable_skips_only_the_interpreter_teardown(tmp_path):
     """``jsmf`` (``console_main``) leaves with ``os._exit`` after the command: its exit status, everything it
     printed (stdout a pipe, so block-buffered), and the exit handlers' work are all still there."""
