@@ -227,7 +227,10 @@ class Parameter:
         try:
             self.check(value, "jsmf")
         except InvalidParameterError:
-            raise argparse.ArgumentTypeError(f"expected {self.describe_range()}, got {text!r}") from None
+            repeated = isinstance(value, list) and len(set(value)) < len(value)
+            raise argparse.ArgumentTypeError(f"expected {self.describe_range()}, got {text!r}"
+                                             f"{' (a value repeated: candidates are distinct)' if repeated else ''}"
+                                             ) from None
         return value
 
     def help_text(self) -> str:

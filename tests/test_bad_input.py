@@ -358,6 +358,8 @@ def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, mon
     (["refine", "R", "--model", "m", "--alpha", "-0.5"], r"argument --alpha: expected 'auto' or a float > 0, got '-0.5'"),
     (["refine", "R", "--model", "m", "--alpha", "often"], r"argument --alpha: expected 'auto' or a float > 0, got 'often'"),
     (["refine", "R", "--model", "m", "--eta", "0"], r"argument --eta: expected 'auto', a float or a list of floats > 0, got '0'"),
+    (["refine", "R", "--model", "m", "--eta", "0.01,0.01"],
+     r"got '0\.01,0\.01' \(a value repeated: candidates are distinct\)"),
     # fit's options are checked against the parameter table as they are parsed
     (["fit", "R", "--topics", "1"], r"argument --topics: expected an int >= 2, got '1'"),
     (["fit", "R", "--topics", "3", "--iterations", "0"], r"argument --iterations: expected an int >= 1, got '0'"),
