@@ -113,4 +113,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public API (what tab completion offers), not this module's own imports."""
+    return sorted(__all__)

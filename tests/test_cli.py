@@ -172,6 +172,7 @@ def test_package_names_load_on_first_use():
             home = importlib.import_module(jsmf_dask._HOMES[name])
             assert getattr(jsmf_dask, name) is getattr(home, name), name
     assert set(jsmf_dask._HOMES) == set(jsmf_dask.__all__) - {"__version__"}
+    assert dir(jsmf_dask) == sorted(jsmf_dask.__all__)  # no `importlib` or `TYPE_CHECKING` offered
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         jsmf_dask.nope
 
