@@ -84,7 +84,14 @@ def choice_line(attrs: dict) -> str | None:
             line += f" ({-100 * c['gain']:+.2f}% ± {100 * c['gain_se']:.2f}%)"
         return line
 
-    return (f"eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) chosen by the validation documents "
+    scores = [(c["drawn_sweeps"], c["validation_perplexity"]) for c in candidates
+              if c["validation_perplexity"] is not None]
+    kept = [score for drawn, score in scores if drawn and drawn == attrs["drawn_sweeps"]]
+    # a drawn run scored worse than a soft one and kept all the same: within the margin (DRAWN_MARGIN_SE)
+    within_margin = bool(kept) and any(not drawn and score < min(kept) for drawn, score in scores)
+    how = ("kept: the validation documents score a soft run lower, but within their paired error, and a drawn "
+           "run is dropped only beyond it" if within_margin else "chosen by the validation documents")
+    return (f"eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) {how} "
             f"({', '.join(tried(c) for c in candidates)})")
 
 

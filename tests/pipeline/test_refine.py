@@ -446,6 +446,24 @@ def test_cli_refine_with_eta_candidates_and_drawn_sweeps_says_what_it_chose(plai
     assert progress.count("refine sweep 3/6 [eta 5, 2 drawn]: ") == 1
 
 
+def test_choice_line_says_when_the_drawn_run_stands_within_the_margin():
+    """The line names the rule that kept the candidate: the lowest validation score, or (a drawn run scored worse
+    than the soft one, within the paired error) the margin a drawn run must lose by to be dropped."""
+    def attrs(drawn_kept: int, soft: float, drawn: float) -> dict:
+        return {"eta": 0.05, "drawn_sweeps": drawn_kept, "candidates": [
+            {"eta": 0.05, "drawn_sweeps": 0, "validation_perplexity": soft, "gain": 0.0, "gain_se": 0.0},
+            {"eta": 0.05, "drawn_sweeps": 20, "validation_perplexity": drawn, "gain": -0.0054, "gain_se": 0.0097}]}
+
+    line = choice_line(attrs(20, 1717.5, 1726.8))
+    assert line.startswith("eta 0.05 with 20 drawn sweep(s) kept: the validation documents score a soft run "
+                           "lower, but within their paired error, and a drawn run is dropped only beyond it (")
+    assert line.endswith("(eta 0.05 with 0 drawn: 1717.5, eta 0.05 with 20 drawn: 1726.8 (+0.54% ± 0.97%))")
+    assert choice_line(attrs(20, 1726.8, 1717.5)).startswith(
+        "eta 0.05 with 20 drawn sweep(s) chosen by the validation documents (")
+    assert choice_line(attrs(0, 1700.0, 1726.8)).startswith(
+        "eta 0.05 with 0 drawn sweep(s) chosen by the validation documents (")
+
+
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
     import jsmf_dask.pipeline.refine as refine_module
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
