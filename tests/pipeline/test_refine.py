@@ -610,6 +610,30 @@ def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, m
     assert listing(lda_root) == before
 
 
+def test_cli_refine_without_validation_documents_says_what_they_would_do(tmp_path, capsys):
+    """On a store counted without `--validation` (the stage-by-stage route's default), `jsmf refine` says it runs
+    to --tol or --sweeps and how to give it the validation stop; asked to run without one, it says only that."""
+    import scipy.sparse as sps
+
+    from jsmf_dask.cli import NO_VALIDATION_NOTE, main
+    from jsmf_dask.kernels.synthetic import sample_corpus
+    from jsmf_dask.pipeline.matrix import ingest_matrix
+
+    rng = np.random.default_rng(4)
+    corpus = sample_corpus(rng.dirichlet(np.full(40, 0.2), size=3).T, np.full(3, 0.3), 400, 50, rng)
+    ingest_matrix(tmp_path, sps.csr_array((corpus.counts, corpus.word_ids, corpus.offsets), shape=(400, 40)))
+    cooccur(tmp_path, heldout=0.1)
+    fit(tmp_path, n_topics=3, min_anchor_df=0, iterations=20, name="k3")
+    argv = ["refine", str(tmp_path), "--model", "k3", "--sweeps", "2", "--scheduler", "synchronous", "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "(stopped by sweeps; no validation documents in the store)" in out
+    assert f"\n{NO_VALIDATION_NOTE}\n" in out and "`jsmf cooccur ROOT --validation 0.05`" in NO_VALIDATION_NOTE
+    assert main([*argv, "--validation", "0", "--overwrite"]) == 0
+    out = capsys.readouterr().out
+    assert "(stopped by sweeps; validation off)" in out and NO_VALIDATION_NOTE not in out
+
+
 def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
     """On a small corpus CVB0 overfits: the validation documents' perplexity falls, then rises (measured on
     this corpus: 18.409 at the start, 18.363 after one sweep, then 18.383, 18.400, 18.427). Refine stops three
