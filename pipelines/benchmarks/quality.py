@@ -61,7 +61,7 @@ SHIPPED = {"nips-papers": REPO / "pipelines" / "data" / "nips12-raw" / "nipstxt.
            "reuters": REPO / "tests" / "data" / "reuters395" / "docword.reuters395.txt.gz"}
 SYNTHETIC = {"lda-20k": (20000, 5000, 20), "lda-100k": (100000, 5000, 50)}
 #: name → (words per document, shortest last piece) of the NIPS papers cut into pieces.
-CHUNKS = {"nips-chunks": (600, 200), "nips-chunks-300": (300, 100)}
+CHUNKS = {"nips-chunks": (600, 200), "nips-chunks-300": (300, 100), "nips-chunks-100": (100, 30)}
 #: Short documents from a known model: (baskets, items, K, shortest, longest basket).
 BASKETS = {"baskets-20k": (20000, 300, 10, 2, 10)}
 REFINES = {
