@@ -200,7 +200,8 @@ def test_papercuts_verbose_after_the_command_its_own_usage_quiet_shutdown(tmp_pa
 def test_out_on_a_stage_command_says_where_its_root_goes(tmp_path, capsys):
     """`jsmf topics INPUT --out ROOT` carried over to a stage command (whose root is positional) is answered
     with where the root goes, not only "unrecognized arguments"; any other stray option gets no such hint."""
-    for argv in (["ingest", "input.txt", "--out", str(tmp_path)], ["cooccur", "--out", str(tmp_path)], ["refine", "--out=x", str(tmp_path), "--model", "m"]):
+    for argv in (["ingest", "input.txt", "--out", str(tmp_path)], ["cooccur", "--out", str(tmp_path)],
+                 ["refine", "--out=x", str(tmp_path), "--model", "m"]):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
