@@ -100,7 +100,7 @@ NO_VALIDATION_NOTE = ("note: without validation documents refine runs to --tol o
 def _run_refine(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
     from jsmf_dask.pipeline.refine import refine
-    from jsmf_dask.pipeline.refine_candidates import choice_line
+    from jsmf_dask.pipeline.refine_candidates import choice_line, method_note
 
     result = refine(args.root, model=args.model, **_stage_kwargs(args, "refine"), name=args.name,
                     heldout=args.heldout, overwrite=args.overwrite, on_sweep=None if args.quiet else print_line)
@@ -124,6 +124,8 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
             f"written to {result.url} and {topics_path(args.root, result.name)}"]
     if not valid["n_docs"] and args.validation is None:
         head.append(NO_VALIDATION_NOTE)
+    if (note := method_note(result.attrs)) is not None:
+        head.append(note)
     return head + result.lines() + ["", f"changes from {result.source} (top-10 words gained, lost):"] + result.changes()
 
 

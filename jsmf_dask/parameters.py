@@ -310,8 +310,10 @@ PARAMETERS: tuple[Parameter, ...] = (
               default_text="every word"),
     # ------------------------------------------------------------------ refine
     Parameter("refine", "method", "choice", "cvb0",
-              "cvb0: collapsed variational Bayes, zero order; vb: variational Bayes (chosen by measurement: see "
-              "the README)", choices=("cvb0", "vb"), estimator="refine"),
+              "cvb0: collapsed variational Bayes, zero order; sampled: each document's topic assignments drawn "
+              "by Gibbs sampling under the sweep's topics and averaged (better on short documents, slower per "
+              "sweep on long ones); vb: variational Bayes (chosen by measurement: see the README)",
+              choices=("cvb0", "sampled", "vb"), estimator="refine"),
     Parameter("refine", "sweeps", "int", 50, "passes over the corpus at most (tol or the validation documents "
               "usually stop it earlier)", low=1, metavar="S", estimator="refine_sweeps"),
     Parameter("refine", "tol", "float", 1e-4,
@@ -326,7 +328,8 @@ PARAMETERS: tuple[Parameter, ...] = (
               "separated by commas (e.g. 0.01,0.05), each refined to its stop and the one the validation documents "
               "score best kept (needs `cooccur --validation`)", low=0.0,
               low_open=True, metavar="auto|FLOAT[,FLOAT...]", estimator="topic_word_prior"),
-    Parameter("refine", "inner_iterations", "int", 3, "updates per document and sweep at most", low=1, metavar="I"),
+    Parameter("refine", "inner_iterations", "int", 3, "cvb0 and vb: updates per document and sweep at most",
+              low=1, metavar="I"),
     Parameter("refine", "refit", "choice", "auto",
               "once the validation documents have chosen a state, a few soft sweeps (5 at most) on from it on "
               "the training and validation documents together (held-out ones stay unseen): always, never, or "

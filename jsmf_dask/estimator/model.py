@@ -76,10 +76,10 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Simplex least-squares solver of ``B``.
     min_anchor_df : int, default=10
         Anchor words must occur in at least this many documents.
-    refine : {'cvb0', 'vb'} or None, default='cvb0'
+    refine : {'cvb0', 'sampled', 'vb'} or None, default='cvb0'
         Refinement of the spectral topics over the documents: zero-order
-        collapsed variational Bayes or variational Bayes (:func:`jsmf_dask.refine`);
-        None keeps the spectral model.
+        collapsed variational Bayes, sampled passes or variational Bayes
+        (:func:`jsmf_dask.refine`); None keeps the spectral model.
     refine_sweeps : int, default=50
         Passes over the documents at most (the validation documents usually stop it earlier).
     doc_topic_prior : 'auto' or float, default='auto'

@@ -46,7 +46,7 @@ from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
 from jsmf_dask.pipeline.refine_candidates import choose, eta_text
-from jsmf_dask.stages.refine import METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
+from jsmf_dask.stages.refine import COLLAPSED_METHODS, METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_sweeps import (
     IMPROVEMENT,
     SWEEP_GROUPS,
@@ -110,8 +110,8 @@ def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, draw
                        ("inner_iterations", inner_iterations), ("refit", refit), ("drawn_sweeps", drawn_sweeps)):
         parameter("refine", key).check(value, "refine")
     if drawn_sweeps != "auto" and drawn_sweeps and method != "cvb0":
-        raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) draws CVB0's counts; "
-                                    f"method {method!r} has none to draw: pass method='cvb0' or drawn_sweeps=0")
+        raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) draws CVB0's counts, "
+                                    f"and method is {method!r}: pass method='cvb0' or drawn_sweeps=0")
     if drawn_sweeps != "auto" and drawn_sweeps >= sweeps:
         raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) must be below "
                                     f"'sweeps' ({sweeps}): the sweeps after the drawn ones return the model")
@@ -144,10 +144,10 @@ def refine(
         Run root holding ``corpus/`` and the model.
     model : str
         The model to start from (its ``B`` and ``A``).
-    method : {'cvb0', 'vb'}, default='cvb0'
-        Zero-order collapsed variational Bayes (:mod:`jsmf_dask.kernels.collapsed`)
-        or variational Bayes (:mod:`jsmf_dask.kernels.variational`) (see the
-        README for the measurements behind the default).
+    method : {'cvb0', 'sampled', 'vb'}, default='cvb0'
+        Zero-order collapsed variational Bayes, sampled passes (Gibbs draws of each document's topics under the
+        sweep's topics: :func:`~jsmf_dask.kernels.collapsed.sampled_step`) or variational Bayes (the README
+        measures them: sampled is better on a million tokens or more of short documents).
     sweeps : int, default=50
         Passes over the corpus at most.
     tol : float or None, default=1e-4
@@ -186,8 +186,8 @@ def refine(
         non-zero value is an error (the spectral model saw those documents,
         so their score would flatter it); 0 turns it off.
     inner_iterations : int, default=3
-        Updates per document and sweep at most (the documents' state is kept
-        between sweeps, so a few suffice).
+        CVB0 and VB: updates per document and sweep at most (the documents' state is kept between sweeps, so a
+        few suffice); sampled: :data:`~jsmf_dask.kernels.collapsed.SAMPLED_BURN_IN` + ``SAMPLED_DRAWS`` passes.
     inner_tol : float, default=1e-3
         A document stops when the mean change of its topic counts falls below this.
     refit : {'auto', 'always', 'never'}, default='auto'
@@ -272,9 +272,9 @@ def refine(
         trained = 1.0 - split.heldout - split.validation * scored  # the unscored validation documents train
         eta_now = 0.01 if eta_value == "auto" else float(eta_value)
         params = SweepParams(len(words), method, alpha_vec, eta_now, split, inner_iterations, inner_tol,
-                             learn_alpha=alpha == "auto" and method == "cvb0",
+                             learn_alpha=alpha == "auto" and method in COLLAPSED_METHODS,
                              alpha_sample=_sample_fraction(ALPHA_SAMPLE_DOCS, n_rows * trained),
-                             validation_sample=scored, groups=SWEEP_GROUPS if method == "cvb0" else 1)
+                             validation_sample=scored, groups=SWEEP_GROUPS if method in COLLAPSED_METHODS else 1)
         return topics_from_model(B0, shares, tokens * trained, 0.0), params
 
     etas = list(eta) if isinstance(eta, list | tuple) else [eta]

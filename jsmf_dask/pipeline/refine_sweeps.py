@@ -222,7 +222,10 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     for i in range(sweeps):
         t0 = time.perf_counter()
         s = first + i
-        swept = replace(params, drawn_sweep=i + 1) if i < drawn else params
+        if method == "sampled":  # every sweep draws, seeded by its number in the refine (a refit's go on)
+            swept = replace(params, drawn_sweep=s)
+        else:
+            swept = replace(params, drawn_sweep=i + 1) if i < drawn else params
         # the first sweep visits every group from the start's W (no group has counts of its own yet), each later
         # one visits them in turn, W refreshed after each
         got = yield sweep_tasks(prepared, swept, counts, parts if n_groups > 1 else None,

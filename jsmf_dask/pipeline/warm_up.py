@@ -22,7 +22,7 @@ __all__ = ["warm_up"]
 
 
 def warm_up() -> float:
-    """Run synth → cooccur → fit → refine (CVB0 and VB) → evaluate on a tiny corpus; return the seconds taken.
+    """Run synth → cooccur → fit → refine (CVB0, sampled and VB) → evaluate on a tiny corpus; return the seconds taken.
 
     Nothing is written outside a temporary directory (numba's cache aside).
     """
@@ -39,7 +39,7 @@ def warm_up() -> float:
         synth(root, n_docs=200, n_words=60, n_topics=3, doc_length=30, seed=0)
         cooccur(root, heldout=0.1, validation=0.1)
         fit(root, n_topics=3, iterations=2, name="ap")
-        for method in ("cvb0", "vb"):
+        for method in ("cvb0", "sampled", "vb"):
             refine(root, model="ap", method=method, sweeps=2, name=f"ap-{method}")
         evaluate(root)
     return time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""Graph builders for ``refine``: one sweep (CVB0 or variational Bayes) as a map over row groups and a tree sum.
+"""Graph builders for ``refine``: one sweep (CVB0, sampled or VB) as a map over row groups and a tree sum.
 
 A sweep is the same bag-over-row-groups shape as ``cooccur``: each task takes
 one row group's :class:`PreparedBlock` (kept in memory from the first sweep when
@@ -6,7 +6,8 @@ the corpus fits, :func:`prepare_tasks`; else written to scratch once and read
 back each sweep, a group at a time: :func:`spill_tasks`), without
 its held-out documents and the validation documents it scores, updates
 its training documents from their state of the previous sweep (CVB0:
-:func:`jsmf_dask.kernels.collapsed.cvb0_step`, the state ``N_dk``; VB:
+:func:`jsmf_dask.kernels.collapsed.cvb0_step`, the state ``N_dk``; sampled:
+:func:`jsmf_dask.kernels.collapsed.sampled_step`, the same state; VB:
 :func:`jsmf_dask.kernels.variational.e_step`, the state ``γ``) and returns the
 block's expected word–topic counts (N×K); a tree of sums reduces them, so the
 driver receives one N×K array a sweep and no training document's state. The
@@ -15,7 +16,7 @@ beyond a few thousand) by document completion under the topics entering the swee
 the scorer of ``evaluate``), so stopping by validation costs no extra pass;
 their scores reach the driver one per document (two states compared on the
 same documents give a paired error).
-CVB0's sweeps after the first are rounds in one graph: each round's tasks update one
+CVB0's and sampled sweeps after the first are rounds in one graph: each round's tasks update one
 group of training documents by id (:attr:`SweepParams.groups`,
 :func:`jsmf_dask.kernels.doc_split.doc_groups`) from a ``W`` that a task between the
 rounds forms from every group's latest counts (:func:`sweep_tasks`); a
@@ -49,17 +50,20 @@ from jsmf_dask.io.fs import join
 from jsmf_dask.io.parquet import Block, read_block, shard_name
 from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.io.scratch import load_array, load_sparse, save_array, save_sparse, write_table
-from jsmf_dask.kernels.collapsed import collapsed_theta, collapsed_topics, cvb0_step, draw_seeds
+from jsmf_dask.kernels.collapsed import collapsed_theta, collapsed_topics, cvb0_step, draw_seeds, sampled_step
 from jsmf_dask.kernels.doc_split import DocumentSplit, doc_groups, doc_hashes, sample_mask
 from jsmf_dask.kernels.heldout import document_completion, split_tokens
 from jsmf_dask.kernels.variational import dirichlet_expectation, e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
-__all__ = ["METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks", "spill_tasks", "load_tasks",
-           "sweep_tasks", "shared_state", "finish_tasks", "tree_sum", "add_sums", "gamma_dir", "STATE_GENERATIONS"]
+__all__ = ["METHODS", "COLLAPSED_METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks",
+           "spill_tasks", "load_tasks", "sweep_tasks", "shared_state", "finish_tasks", "tree_sum", "add_sums",
+           "gamma_dir", "STATE_GENERATIONS"]
 
-#: Refinement methods: zero-order collapsed variational Bayes, and variational Bayes.
+#: Refinement methods: zero-order collapsed variational Bayes, sampled passes, and variational Bayes.
 METHODS = parameter("refine", "method").choices
+#: The methods of the collapsed model (state ``N_dk``, updating from the expected word–topic counts ``W``).
+COLLAPSED_METHODS = ("cvb0", "sampled")
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,11 @@ class SweepParams:
     split: DocumentSplit  # the held-out and validation documents, left out of the sweeps
     max_inner: int
     inner_tol: float
-    learn_alpha: bool = False  # CVB0: also return Minka's statistics for α
+    learn_alpha: bool = False  # CVB0 and sampled: also return Minka's statistics for α
     alpha_sample: float = 1.0  # … over this fraction of the training documents (by id)
     validation_sample: float = 1.0  # the validation documents scored: this fraction of them (by id)
-    drawn_sweep: int | None = None  # CVB0: this sweep draws its counts (its number in the run seeds the draws)
+    drawn_sweep: int | None = None  # this sweep draws (CVB0's drawn sweeps, every sampled one): its number seeds
+    # the draws
     groups: int = 1  # the training documents' groups by id (doc_groups): a sweep can visit them one at a time
 
 
@@ -98,7 +103,7 @@ class BlockSums:
         state; CVB0: the training documents' log likelihood at it.
     n_docs, n_tokens, iterations : int
     prior_sums : ndarray, shape (K + 1,), or None
-        CVB0: Minka's statistics for ``α`` (see :class:`~jsmf_dask.kernels.collapsed.CVB0Result`).
+        CVB0: Minka's statistics for ``α`` (see :class:`~jsmf_dask.kernels.collapsed.CollapsedPass`).
     heldout_loglik : ndarray, shape (2,), or None
         Last pass only: the held-out documents' completion log likelihood under
         the final topics and under the start's (the source model's ``B`` and document prior).
@@ -267,22 +272,24 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams,
                  shared: tuple[np.ndarray, np.ndarray | None], state_in: str | None, state_out: str,
                  group: int) -> BlockSums:
     """The block's training documents of one ``group``; group 0's task also scores the validation documents.
-    ``shared``: what the method updates from (CVB0: ``W``; VB: ``exp(E[log β])``) and the topics scored (None
-    after the first round)."""
+    ``shared``: what the method updates from (CVB0 and sampled: ``W``; VB: ``exp(E[log β])``) and the topics
+    scored (None after the first round)."""
     X, train_hashes = prepared.groups[group]
     update_from, topics = shared
     state = None if state_in is None else load_array(_gamma_url(state_in, index, group))
-    if params.method == "cvb0":
-        res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
-                        tol=params.inner_tol,
-                        prior_stats=params.learn_alpha and sample_mask(train_hashes, params.alpha_sample),
-                        draw_seeds=None if params.drawn_sweep is None else
-                        draw_seeds(train_hashes, params.drawn_sweep))
-        new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
-            res.iterations, res.prior_sums
-    else:
+    if params.method == "vb":
         res = e_step(X, update_from, params.alpha, state, max_iter=params.max_inner, tol=params.inner_tol)
         new_state, counts, bound, iterations, prior_sums = res.gamma, res.counts, res.bound, res.iterations, None
+    else:
+        stats = params.learn_alpha and sample_mask(train_hashes, params.alpha_sample)
+        seeds = None if params.drawn_sweep is None else draw_seeds(train_hashes, params.drawn_sweep)
+        if params.method == "sampled":
+            res = sampled_step(X, update_from, params.alpha, params.eta, state, seeds, prior_stats=stats)
+        else:
+            res = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=params.max_inner,
+                            tol=params.inner_tol, prior_stats=stats, draw_seeds=seeds)
+        new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
+            res.iterations, res.prior_sums
     save_array(_gamma_url(state_out, index, group), new_state)
     ll, n_valid_tokens = (_scores(prepared.valid_observed, prepared.valid_scored, topics, params.alpha)
                           if prepared.n_valid and group == 0 else (np.zeros(0), np.zeros(0)))
@@ -300,7 +307,7 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
     state = np.empty((X.shape[0], update_from.shape[1]))
     for g in range(params.groups):
         state[group == g] = load_array(_gamma_url(state_in, index, g))
-    if params.method == "cvb0":
+    if params.method in COLLAPSED_METHODS:
         bound = cvb0_step(X, update_from, params.alpha, params.eta, state, max_iter=0).log_likelihood
         theta, gamma = collapsed_theta(state, params.alpha), state + params.alpha[None, :]
     else:
@@ -355,8 +362,8 @@ def shared_state(method: str, counts: np.ndarray, eta: float) -> tuple[np.ndarra
 
 
 def _update_from(method: str, counts: np.ndarray, eta: float) -> np.ndarray:
-    """CVB0: ``W``; VB: ``exp(E[log β])`` of ``λ = η + W``."""
-    return counts if method == "cvb0" else np.exp(dirichlet_expectation(eta + counts, axis=0))
+    """CVB0 and sampled: ``W``; VB: ``exp(E[log β])`` of ``λ = η + W``."""
+    return counts if method in COLLAPSED_METHODS else np.exp(dirichlet_expectation(eta + counts, axis=0))
 
 
 def _shared_in_graph(params: SweepParams, counts: np.ndarray, key: str | None = None) -> dask.delayed:

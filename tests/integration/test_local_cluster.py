@@ -77,17 +77,22 @@ def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
             refine(root, model="source", sweeps=3, name="refined", alpha="auto", eta="auto")
             # counts drawn in the first two sweeps: seeded by document id and sweep, not by worker or row group
             refine(root, model="source", sweeps=4, drawn_sweeps=2, name="drawn", refit="never")
+            # every sweep draws each document's topics (seeded the same way), with α learned from the draws
+            refine(root, model="source", sweeps=3, method="sampled", name="sampled")
         theta = read_parquet_dir(str(root / "model.zarr" / "refined" / "doc_topics"))
         results.append((open_cooccurrence(f"{root}/cooc.zarr").C[:], open_model(str(root), "k8-ap"),
-                        open_model(str(root), "refined"), theta, open_model(str(root), "drawn")))
-    C0, m0, r0, t0, d0 = results[0]
+                        open_model(str(root), "refined"), theta, open_model(str(root), "drawn"),
+                        open_model(str(root), "sampled")))
+    C0, m0, r0, t0, d0, s0 = results[0]
     attrs = open_cooccurrence(f"{tmp_path}/w1/cooc.zarr").attrs
     # the refit (refit='auto', 300-odd documents) trained on the validation documents too: every document but the
     # held-out ones has its weights, and the refit's sweeps are in every comparison below
     assert len(t0) == 395 - attrs["n_docs_heldout"] and attrs["n_docs_validation"] > 0
     assert r0.attrs["refit"]["sweeps"] == 3
-    for C, m, r, t, d in results[1:]:
+    for C, m, r, t, d, sampled in results[1:]:
         np.testing.assert_allclose(d.group["lambda"][...], d0.group["lambda"][...], rtol=1e-10, atol=0)
+        np.testing.assert_allclose(sampled.group["lambda"][...], s0.group["lambda"][...], rtol=1e-10, atol=0)
+        np.testing.assert_allclose(sampled.arrays["alpha"], s0.arrays["alpha"], rtol=1e-10, atol=0)
         np.testing.assert_allclose(r.group["lambda"][...], r0.group["lambda"][...], rtol=1e-10, atol=0)
         np.testing.assert_allclose(r.arrays["A"], r0.arrays["A"], rtol=0, atol=1e-10)
         np.testing.assert_allclose(r.trace["bound_per_word"], r0.trace["bound_per_word"], rtol=1e-12)

@@ -123,6 +123,7 @@ def corpus(tmp_path_factory):
         fit(root, n_topics=6, iterations=30, min_anchor_df=0)
         refine(root, model="k6-ap", sweeps=4)
         refine(root, model="k6-ap", sweeps=4, drawn_sweeps=2, name="k6-ap-drawn")
+        refine(root, model="k6-ap", sweeps=3, method="sampled", name="k6-ap-sampled")
     return root
 
 
@@ -234,7 +235,13 @@ def test_concurrent_fits_on_one_scheduler_get_their_own_results(real_cluster, co
 
 
 @pytest.mark.slow
-def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, tmp_path):
+@pytest.mark.parametrize(("name", "how"), [
+    # two sweeps of drawn counts, then two soft ones: a rerun task draws what the killed one drew
+    ("k6-ap-drawn", {"sweeps": 4, "drawn_sweeps": 2}),
+    # every sweep draws each document's topics, seeded by its id and the sweep
+    ("k6-ap-sampled", {"sweeps": 3, "method": "sampled"}),
+])
+def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, tmp_path, name, how):
     import shutil
 
     from jsmf_dask import open_model
@@ -247,16 +254,15 @@ def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, 
     with connect(address):
         watcher.start()
         try:
-            # two sweeps of drawn counts, then two soft ones: a rerun task draws what the killed one drew
-            refine(root, model="k6-ap", sweeps=4, drawn_sweeps=2, name="k6-ap-drawn")
+            refine(root, model="k6-ap", name=name, **how)
         finally:
             done.set()
             watcher.join()
     assert killed, "no worker was busy with a refine sweep task to kill"
-    a, b = open_model(root, "k6-ap-drawn"), open_model(str(corpus), "k6-ap-drawn")
+    a, b = open_model(root, name), open_model(str(corpus), name)
     np.testing.assert_allclose(a.group["lambda"][...], b.group["lambda"][...], rtol=1e-10, atol=0)
     np.testing.assert_allclose(a.arrays["A"], b.arrays["A"], rtol=0, atol=1e-10)
-    assert not (tmp_path / "model.zarr" / "k6-ap-drawn" / "_scratch").exists()
+    assert not (tmp_path / "model.zarr" / name / "_scratch").exists()
 
 
 @pytest.mark.slow

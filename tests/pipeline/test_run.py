@@ -254,8 +254,8 @@ def test_a_runtime_error_names_the_config_s_keys(tmp_path, capsys):
     config.write_text('root = "run"\n[[refine]]\nmodel = "k5-ap"\nmethod = "vb"\ndrawn_sweeps = 2\n')
     assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert f"jsmf: error: {config}: [[refine]] key 'drawn_sweeps' (2) draws CVB0's counts; method 'vb' has none " \
-        'to draw: pass method = "cvb0" or drawn_sweeps = 0' in err
+    assert f"jsmf: error: {config}: [[refine]] key 'drawn_sweeps' (2) draws CVB0's counts, and method is " \
+        """'vb': pass method = "cvb0" or drawn_sweeps = 0""" in err
     assert not (tmp_path / "run" / "model.zarr").exists()
     # a single [refine] table (allowed beside [[refine]]) is named as the file names it
     config.write_text('root = "run"\n[refine]\nmodel = "k5-ap"\nmethod = "vb"\ndrawn_sweeps = 2\n')
