@@ -104,11 +104,11 @@ def eta_text(value: float | str) -> str:
 
 #: Where ``method='sampled'`` measured better than CVB0 (session 34, the benchmarks README; the same starts,
 #: held-out documents and scorer; K 20 / 50): on the NIPS papers cut into 100-word documents (42 tokens after
-#: curation) −0.9% / −6.4% with 53k documents (2.0M training tokens), +0.07% / −0.8% with 15k (0.5M), +1.4% /
-#: +1.2% with 8k, +5.0% / +3.8% with 3k; cut into 300-word ones (124 tokens) −1.3% / −2.5% with 18k (1.9M),
-#: −0.9% / −1.2% with 12k (1.3M), +2.1% / +3.8% with 3k. Worse on the corpora of long documents (NIPS papers
-#: +0.1% / +0.9%, MovieLens +1.2% / +2.3%, Reuters +1.6% / +3.4%), level on lda-20k (+0.07%), worse on
-#: 6-item baskets (+0.9%). So: at least this many training tokens, in documents of at most
+#: curation) −0.9% / −6.4% with 53k documents (2.0M training tokens), −0.5% / −4.6% with 25k (0.9M), +0.6% /
+#: −0.6% with 15k, +1.4% / +1.3% with 8k, +6.0% / +4.9% with 3k; cut into 300-word ones (124 tokens) −1.3% /
+#: −2.5% with 18k (1.9M), −0.0% / −2.4% with 12k (1.3M), +1.9% / +3.1% with 3k. Worse on the corpora of long
+#: documents (NIPS papers +0.1% / +0.9%, MovieLens +1.2% / +2.3%, Reuters +1.6% / +3.4%), level on lda-20k
+#: (+0.07%), worse on 6-item baskets (+0.9%). So: at least this many training tokens, in documents of at most
 #: :data:`SAMPLED_MAX_MEAN_TOKENS` tokens on average.
 SAMPLED_MIN_TOKENS = 1_000_000
 SAMPLED_MAX_MEAN_TOKENS = 150
@@ -124,4 +124,5 @@ def method_note(attrs: dict) -> str | None:
         return None
     return (f"note: {tokens:,} training tokens in documents of {tokens / docs:.0f} on average: on corpora of "
             f"{SAMPLED_MIN_TOKENS:,} tokens or more in documents of up to {SAMPLED_MAX_MEAN_TOKENS}, `--method "
-            f"sampled` measured 0.9-6.4% lower held-out perplexity than cvb0, in 2-4 times refine's time (README)")
+            f"sampled` measured 0-6.4% lower held-out perplexity than cvb0, with broader topics, in 1-4 times refine's "
+            f"time (README)")

@@ -14,6 +14,8 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 * ``cvb0-drawn``: the default with 20 drawn sweeps first, always (``drawn_sweeps=20``);
 * ``cvb0-eta-chosen``: the default with η chosen among 0.01 and 0.05 by the validation documents;
 * ``cvb0-drawn-eta-chosen``: 20 drawn sweeps always, η chosen;
+* ``sampled``: the default's priors and stops with ``method='sampled'`` (each document's topics drawn by Gibbs
+  sampling under the sweep's topics);
 
 and, on every document not held out (the validation ones too: the default
 refine trains on them as well, by its refit or beyond its scored sample):
@@ -35,7 +37,8 @@ topics from a Dirichlet(0.05)), ingested as ``--format baskets``; ``nips-chunks`
 cut into documents of 600 words (a paper's last piece kept from 200 words; 9,118 documents), a real text
 corpus between the shipped ones' sizes and 10,000 documents; ``nips-chunks-300``: the same cut into 300 words
 (last piece from 100 words; 17,954 documents), real text above 10,000 documents, where the default route fits
-every word.
+every word; ``nips-chunks-100-3k``, ``-8k``, ``-15k``, ``-25k``, ``nips-chunks-300-3k``, ``-12k``: a sample
+(seed 0) of that many documents of a cut, for where ``method='sampled'`` starts to pay.
 Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
 corpus (held-out perplexity against seconds) into ``--out``.
 
@@ -60,8 +63,12 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = {"nips-papers": REPO / "pipelines" / "data" / "nips12-raw" / "nipstxt.tar.xz",
            "reuters": REPO / "tests" / "data" / "reuters395" / "docword.reuters395.txt.gz"}
 SYNTHETIC = {"lda-20k": (20000, 5000, 20), "lda-100k": (100000, 5000, 50)}
-#: name → (words per document, shortest last piece) of the NIPS papers cut into pieces.
-CHUNKS = {"nips-chunks": (600, 200), "nips-chunks-300": (300, 100), "nips-chunks-100": (100, 30)}
+#: name → (words per document, shortest last piece, documents kept: a sample, or None for all) of the NIPS
+#: papers cut into pieces.
+CHUNKS = {"nips-chunks": (600, 200, None), "nips-chunks-300": (300, 100, None), "nips-chunks-100": (100, 30, None),
+          "nips-chunks-100-3k": (100, 30, 3000), "nips-chunks-100-8k": (100, 30, 8000),
+          "nips-chunks-100-15k": (100, 30, 15000), "nips-chunks-100-25k": (100, 30, 25000),
+          "nips-chunks-300-3k": (300, 100, 3000), "nips-chunks-300-12k": (300, 100, 12000)}
 #: Short documents from a known model: (baskets, items, K, shortest, longest basket).
 BASKETS = {"baskets-20k": (20000, 300, 10, 2, 10)}
 REFINES = {
@@ -74,6 +81,7 @@ REFINES = {
     "cvb0-drawn": {"drawn_sweeps": 20},
     "cvb0-eta-chosen": {"eta": [0.01, 0.05]},
     "cvb0-drawn-eta-chosen": {"drawn_sweeps": 20, "eta": [0.01, 0.05]},
+    "sampled": {"method": "sampled"},
 }
 
 
@@ -90,21 +98,26 @@ def _ingest_kwargs(name: str, data: Path) -> dict | None:
     return None
 
 
-def _write_chunks(path: Path, words: int, shortest: int) -> None:
-    """The shipped NIPS papers as JSONL documents of ``words`` whitespace-separated words (id ``paper#piece``)."""
+def _write_chunks(path: Path, words: int, shortest: int, keep: int | None) -> None:
+    """The shipped NIPS papers as JSONL documents of ``words`` whitespace-separated words (id ``paper#piece``);
+    ``keep``: that many of them, drawn without replacement (seed 0), else all."""
     import json
     import tarfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(SHIPPED["nips-papers"]) as tar, path.open("w", encoding="utf-8") as out:
+    lines = []
+    with tarfile.open(SHIPPED["nips-papers"]) as tar:
         for member in tar.getmembers():
             if not (member.isfile() and member.name.endswith(".txt")):
                 continue
             tokens = tar.extractfile(member).read().decode("latin-1").split()
             for i in range(0, len(tokens), words):
                 if len(tokens[i:i + words]) >= shortest:
-                    out.write(json.dumps({"id": f"{member.name}#{i // words}",
-                                          "text": " ".join(tokens[i:i + words])}) + "\n")
+                    lines.append(json.dumps({"id": f"{member.name}#{i // words}",
+                                             "text": " ".join(tokens[i:i + words])}))
+    if keep is not None:
+        lines = [lines[i] for i in sorted(np.random.default_rng(0).choice(len(lines), keep, replace=False))]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _write_baskets(path: Path, spec: tuple) -> np.ndarray:
