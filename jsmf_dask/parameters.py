@@ -311,8 +311,9 @@ PARAMETERS: tuple[Parameter, ...] = (
     # ------------------------------------------------------------------ refine
     Parameter("refine", "method", "choice", "cvb0",
               "cvb0: collapsed variational Bayes, zero order; sampled: each document's topic assignments drawn "
-              "by Gibbs sampling under the sweep's topics and averaged (better on short documents, slower per "
-              "sweep on long ones); vb: variational Bayes (chosen by measurement: see the README)",
+              "by Gibbs sampling under the sweep's topics and averaged (lower held-out perplexity than cvb0 on a "
+              "million training tokens or more of short documents, broader topics, slower); vb: variational Bayes "
+              "(chosen by measurement: see the README)",
               choices=("cvb0", "sampled", "vb"), estimator="refine"),
     Parameter("refine", "sweeps", "int", 50, "passes over the corpus at most (tol or the validation documents "
               "usually stop it earlier)", low=1, metavar="S", estimator="refine_sweeps"),

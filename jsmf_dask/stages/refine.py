@@ -100,10 +100,10 @@ class BlockSums:
         Unnormalised ``A`` from the documents' expected topic counts (last pass only).
     bound : float
         VB: the documents' part of the evidence lower bound at the incoming
-        state; CVB0: the training documents' log likelihood at it.
+        state; CVB0 and sampled: the training documents' log likelihood at it.
     n_docs, n_tokens, iterations : int
     prior_sums : ndarray, shape (K + 1,), or None
-        CVB0: Minka's statistics for ``α`` (see :class:`~jsmf_dask.kernels.collapsed.CollapsedPass`).
+        CVB0 and sampled: Minka's statistics for ``α`` (see :class:`~jsmf_dask.kernels.collapsed.CollapsedPass`).
     heldout_loglik : ndarray, shape (2,), or None
         Last pass only: the held-out documents' completion log likelihood under
         the final topics and under the start's (the source model's ``B`` and document prior).
