@@ -124,7 +124,7 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
             f"written to {result.url} and {topics_path(args.root, result.name)}"]
     if not valid["n_docs"] and args.validation is None:
         head.append(NO_VALIDATION_NOTE)
-    if (note := method_note(result.attrs)) is not None:
+    if (note := method_note(result.attrs, args.root)) is not None:
         head.append(note)
     return head + result.lines() + ["", f"changes from {result.source} (top-10 words gained, lost):"] + result.changes()
 

@@ -170,7 +170,7 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
             again = f", then {refit['sweeps']} more with the validation documents in training (refit)" if refit else ""
             if (chosen := choice_line(result.attrs)) is not None:
                 again += f"; {chosen}"
-            note = method_note(result.attrs)
+            note = method_note(result.attrs, root)
             return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s){again}",
                     *([note] if note else []), *result.lines()]
 

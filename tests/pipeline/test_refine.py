@@ -468,20 +468,24 @@ def test_choice_line_says_when_the_drawn_run_stands_within_the_margin():
 
 def test_method_note_names_the_sampled_method_only_where_it_measured_better():
     """A CVB0 refine of at least SAMPLED_MIN_TOKENS training tokens in documents of at most SAMPLED_MAX_MEAN_TOKENS
-    on average gets the note; fewer tokens, longer documents or another method do not."""
+    on average gets the note, with the command that refines its source so; fewer tokens, longer documents or
+    another method do not."""
     def attrs(method: str, docs: int, tokens: int) -> dict:
-        return {"params": {"method": method}, "training": {"n_docs": docs, "n_tokens": tokens}}
+        return {"params": {"method": method}, "training": {"n_docs": docs, "n_tokens": tokens},
+                "source": {"name": "k50-ap"}}
 
-    note = method_note(attrs("cvb0", 47_970, 2_007_037))
+    note = method_note(attrs("cvb0", 47_970, 2_007_037), "runs/posts")
     assert note == ("note: 2,007,037 training tokens in documents of 42 on average: on corpora of 1,000,000 tokens "
-                    "or more in documents of up to 150, `--method sampled` measured 0-6.4% lower held-out "
-                    "perplexity than cvb0, with broader topics, in 1-4 times refine's time (README)")
-    assert method_note(attrs("cvb0", -(-SAMPLED_MIN_TOKENS // SAMPLED_MAX_MEAN_TOKENS), SAMPLED_MIN_TOKENS))  # at the edge
-    assert method_note(attrs("cvb0", 10_000, SAMPLED_MIN_TOKENS - 1)) is None  # too few tokens
-    assert method_note(attrs("cvb0", 1_740, 1_674_445)) is None  # the NIPS papers: long documents
-    assert method_note(attrs("sampled", 47_970, 2_007_037)) is None
-    assert method_note(attrs("vb", 47_970, 2_007_037)) is None
-    assert method_note(attrs("cvb0", 0, 0)) is None
+                    "or more in documents of up to 150, the sampled method measured 0-6.4% lower held-out "
+                    "perplexity than cvb0, with broader topics, in 1-4 times refine's time (README): "
+                    "`jsmf refine runs/posts --model k50-ap --method sampled`")
+    edge = -(-SAMPLED_MIN_TOKENS // SAMPLED_MAX_MEAN_TOKENS)  # documents of just under the longest mean length
+    assert method_note(attrs("cvb0", edge, SAMPLED_MIN_TOKENS), "r")
+    assert method_note(attrs("cvb0", 10_000, SAMPLED_MIN_TOKENS - 1), "r") is None  # too few tokens
+    assert method_note(attrs("cvb0", 1_740, 1_674_445), "r") is None  # the NIPS papers: long documents
+    assert method_note(attrs("sampled", 47_970, 2_007_037), "r") is None
+    assert method_note(attrs("vb", 47_970, 2_007_037), "r") is None
+    assert method_note(attrs("cvb0", 0, 0), "r") is None
 
 
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
@@ -652,6 +656,37 @@ def test_cli_refine_without_validation_documents_says_what_they_would_do(tmp_pat
     assert main([*argv, "--validation", "0", "--overwrite"]) == 0
     out = capsys.readouterr().out
     assert "(stopped by sweeps; validation off)" in out and NO_VALIDATION_NOTE not in out
+
+
+def test_cli_refine_names_the_sampled_method_where_it_measured_better(tmp_path, capsys, monkeypatch):
+    """`jsmf refine` by CVB0 of a corpus in the band where the sampled method measured better prints the note with
+    the command; with the band's token count above the corpus's, or by the sampled method itself, it does not.
+    (400 documents of 50 tokens: 18,000 training tokens, the band's floor lowered to them.)"""
+    import scipy.sparse as sps
+
+    import jsmf_dask.pipeline.refine_candidates as candidates
+    from jsmf_dask.cli import main
+    from jsmf_dask.kernels.synthetic import sample_corpus
+    from jsmf_dask.pipeline.matrix import ingest_matrix
+
+    rng = np.random.default_rng(4)
+    corpus = sample_corpus(rng.dirichlet(np.full(40, 0.2), size=3).T, np.full(3, 0.3), 400, 50, rng)
+    ingest_matrix(tmp_path, sps.csr_array((corpus.counts, corpus.word_ids, corpus.offsets), shape=(400, 40)))
+    cooccur(tmp_path, heldout=0.1)
+    fit(tmp_path, n_topics=3, min_anchor_df=0, iterations=20, name="k3")
+    argv = ["refine", str(tmp_path), "--model", "k3", "--sweeps", "2", "--scheduler", "synchronous", "--quiet"]
+    monkeypatch.setattr(candidates, "SAMPLED_MIN_TOKENS", 10_000)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "the sampled method measured 0-6.4% lower held-out perplexity than cvb0" in out
+    assert f"`jsmf refine {tmp_path} --model k3 --method sampled`\n" in out
+    assert main([*argv, "--method", "sampled"]) == 0
+    out = capsys.readouterr().out
+    assert "model k3-sampled: 3 topics refined from k3 by 2 sweep(s) of sampled" in out
+    assert "the sampled method measured" not in out
+    monkeypatch.setattr(candidates, "SAMPLED_MIN_TOKENS", 10**9)
+    assert main([*argv, "--overwrite"]) == 0
+    assert "the sampled method measured" not in capsys.readouterr().out
 
 
 def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
