@@ -101,6 +101,29 @@ def initial_doc_topic(lengths: np.ndarray, k: int) -> np.ndarray:
     return np.repeat(np.asarray(lengths, dtype=np.float64)[:, None] / k, k, axis=1)
 
 
+def _loop_inputs(X, word_topic, alpha, doc_topic, prior_stats) -> tuple:
+    """What a compiled pass takes: ``X`` as sorted float64 CSR, ``α`` and ``W`` as float64, the incoming ``N_d``
+    (a copy; :func:`initial_doc_topic` when None), zeroed counts and Minka sums, and the documents whose
+    statistics are summed (``prior_stats``: every one, none, or a mask)."""
+    X = sps.csr_array(X, dtype=np.float64)
+    X.sort_indices()
+    word_topic = np.ascontiguousarray(word_topic, dtype=np.float64)
+    n_words, k = word_topic.shape
+    if doc_topic is None:
+        doc_topic = initial_doc_topic(np.asarray(X.sum(axis=1)).ravel(), k)
+    if isinstance(prior_stats, np.ndarray):
+        stats_docs = np.asarray(prior_stats, dtype=np.bool_)
+    else:
+        stats_docs = np.full(X.shape[0], bool(prior_stats))
+    return (X, np.asarray(alpha, dtype=np.float64), word_topic, np.array(doc_topic, dtype=np.float64),
+            np.zeros((n_words, k)), np.zeros(k + 1), stats_docs)
+
+
+def _wanted(prior_stats, prior_sums: np.ndarray) -> np.ndarray | None:
+    """Minka's sums when ``prior_stats`` asked for them (True or a mask), else None."""
+    return prior_sums if prior_stats is True or isinstance(prior_stats, np.ndarray) else None
+
+
 def cvb0_step(
     X: sps.csr_array | sps.csr_matrix,
     word_topic: np.ndarray,
@@ -148,26 +171,14 @@ def cvb0_step(
     -------
     CollapsedPass
     """
-    X = sps.csr_array(X, dtype=np.float64)
-    X.sort_indices()
-    alpha = np.asarray(alpha, dtype=np.float64)
-    word_topic = np.ascontiguousarray(word_topic, dtype=np.float64)
-    n_words, k = word_topic.shape
-    lengths = np.asarray(X.sum(axis=1)).ravel()
-    doc_topic = initial_doc_topic(lengths, k) if doc_topic is None else np.array(doc_topic, dtype=np.float64)
-    counts = np.zeros((n_words, k))
-    prior_sums = np.zeros(k + 1)
-    wanted = prior_stats is True or isinstance(prior_stats, np.ndarray)
-    if isinstance(prior_stats, np.ndarray):
-        stats_docs = np.asarray(prior_stats, dtype=np.bool_)
-    else:
-        stats_docs = np.full(X.shape[0], bool(prior_stats))
+    X, alpha, word_topic, doc_topic, counts, prior_sums, stats_docs = _loop_inputs(X, word_topic, alpha, doc_topic,
+                                                                                  prior_stats)
     iterations, loglik = cvb0_loop(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, word_topic,
                                    word_topic.sum(axis=0), alpha, float(eta), doc_topic, int(max_iter), float(tol),
                                    counts, prior_sums, stats_docs,
                                    np.zeros(0, np.int64) if draw_seeds is None else
                                    np.asarray(draw_seeds, dtype=np.int64))
-    return CollapsedPass(doc_topic, counts, prior_sums if wanted else None, float(loglik), int(iterations))
+    return CollapsedPass(doc_topic, counts, _wanted(prior_stats, prior_sums), float(loglik), int(iterations))
 
 
 def sampled_step(
@@ -223,26 +234,16 @@ def sampled_step(
     -------
     CollapsedPass
     """
-    X = sps.csr_array(X, dtype=np.float64)
-    X.sort_indices()
-    if X.nnz and not np.array_equal(X.data, np.round(X.data)):
-        raise ValueError("sampled_step: X must hold whole counts (a token is drawn at a time)")
     if draws < 1 or burn_in < 0:
         raise ValueError(f"sampled_step: draws must be at least 1 and burn_in at least 0, got {draws}, {burn_in}")
-    alpha = np.asarray(alpha, dtype=np.float64)
-    word_topic = np.ascontiguousarray(word_topic, dtype=np.float64)
-    n_words, k = word_topic.shape
-    lengths = np.asarray(X.sum(axis=1)).ravel()
-    doc_topic = initial_doc_topic(lengths, k) if doc_topic is None else np.array(doc_topic, dtype=np.float64)
-    counts = np.zeros((n_words, k))
-    prior_sums = np.zeros(k + 1)
-    wanted = prior_stats is True or isinstance(prior_stats, np.ndarray)
-    stats_docs = (np.asarray(prior_stats, dtype=np.bool_) if isinstance(prior_stats, np.ndarray)
-                  else np.full(X.shape[0], bool(prior_stats)))
+    X, alpha, word_topic, doc_topic, counts, prior_sums, stats_docs = _loop_inputs(X, word_topic, alpha, doc_topic,
+                                                                                  prior_stats)
+    if X.nnz and not np.array_equal(X.data, np.round(X.data)):
+        raise ValueError("sampled_step: X must hold whole counts (a token is drawn at a time)")
     loglik = sampled_loop(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, word_topic,
                           word_topic.sum(axis=0), alpha, float(eta), doc_topic, int(burn_in), int(draws),
                           np.asarray(seeds, dtype=np.int64), counts, prior_sums, stats_docs)
-    return CollapsedPass(doc_topic, counts, prior_sums if wanted else None, float(loglik),
+    return CollapsedPass(doc_topic, counts, _wanted(prior_stats, prior_sums), float(loglik),
                          X.shape[0] * (burn_in + draws))
 
 

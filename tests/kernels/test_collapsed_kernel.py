@@ -1,4 +1,4 @@
-"""Batch CVB0 and Minka's fixed points against slow references written here.
+"""Batch CVB0 and Minka's fixed points against slow references written here (the sampled pass: its own file).
 
 The reference CVB0 runs token by token in plain Python: every token of the
 corpus gets its own responsibility, and each update removes the token's own
@@ -27,8 +27,10 @@ from jsmf_dask.kernels.collapsed import (
     learn_eta,
     minka_alpha_step,
     overrelaxed_counts,
+    sampled_step,
 )
 from tests.conftest import examples
+from tests.kernels.corpora import lda_corpus, random_corpus
 
 
 def reference_cvb0_sweep(docs, W, alpha, eta, doc_topic, max_iter, tol):
@@ -82,19 +84,6 @@ def reference_cvb0_sweep(docs, W, alpha, eta, doc_topic, max_iter, tol):
     return out, counts, sums
 
 
-def _corpus(rng, n_docs, n_words, max_len):
-    docs = []
-    for _ in range(n_docs):
-        length = int(rng.integers(1, max_len))
-        words = rng.integers(0, n_words, size=length)
-        uniq, cnt = np.unique(words, return_counts=True)
-        docs.append(list(zip(uniq.tolist(), cnt.tolist(), strict=True)))
-    rows = [d for d, doc in enumerate(docs) for _ in doc]
-    cols = [w for doc in docs for w, _ in doc]
-    vals = [c for doc in docs for _, c in doc]
-    return docs, sps.csr_array((np.array(vals, float), (rows, cols)), shape=(n_docs, n_words))
-
-
 @pytest.mark.parametrize(("seed", "scale"), [(0, 1.0), (1, 1.0), (2, 1.0), (3, 100.0), (4, 1e4)])
 def test_cvb0_equals_the_per_token_reference(seed, scale):
     """Scale 100 makes every topic total exceed SERIES_MIN_TOTAL, 1e4 SHORT_SERIES_MIN_TOTAL: the division-free
@@ -102,7 +91,7 @@ def test_cvb0_equals_the_per_token_reference(seed, scale):
     corpus's own counts)."""
     rng = np.random.default_rng(seed)
     n_docs, n_words, k = 12, 15, 3
-    docs, X = _corpus(rng, n_docs, n_words, 9 if seed < 2 else 30)  # seeds 2-4: counts past EXACT_COUNTS
+    docs, X = random_corpus(rng, n_docs, n_words, 9 if seed < 2 else 30)  # seeds 2-4: counts past EXACT_COUNTS
     W = scale * rng.gamma(1.0, 2.0, size=(n_words, k))
     assert (W.sum(axis=0).min() >= SERIES_MIN_TOTAL) == (scale > 1)
     assert (W.sum(axis=0).min() >= SHORT_SERIES_MIN_TOTAL) == (scale > 100)
@@ -123,7 +112,7 @@ def test_cvb0_equals_the_per_token_reference(seed, scale):
 
 def test_a_documents_result_does_not_depend_on_its_block():
     rng = np.random.default_rng(3)
-    _, X = _corpus(rng, 40, 30, 20)
+    _, X = random_corpus(rng, 40, 30, 20)
     W = rng.gamma(1.0, 1.0, size=(30, 4))
     alpha = np.full(4, 0.1)
     whole = cvb0_step(X, W, alpha, 0.01, max_iter=5, prior_stats=True)
@@ -145,7 +134,7 @@ def test_a_drawn_pass_keeps_every_token_and_draws_whole_counts():
     """Drawn counts: each (document, word)'s whole count is split among the topics as integers, its fraction
     spread by the responsibilities; so every word's and every document's total is kept exactly."""
     rng = np.random.default_rng(4)
-    _, X = _corpus(rng, 30, 20, 15)
+    _, X = random_corpus(rng, 30, 20, 15)
     X.data[::7] += 0.5  # a few fractional counts (weighted input)
     W = rng.gamma(1.0, 3.0, size=(20, 4))
     alpha = np.full(4, 0.1)
@@ -166,7 +155,7 @@ def test_drawn_counts_are_unbiased_draws_of_the_responsibilities():
     variance. Each drawn cell sums the words' binomials, variance ≤ n_w/4, so its mean over R = 600 seeds has a
     standard error ≤ sqrt(n_w/(4R)); 6 of them is the tolerance (a false failure has p < 1e-7 a cell)."""
     rng = np.random.default_rng(5)
-    _, X = _corpus(rng, 25, 12, 20)
+    _, X = random_corpus(rng, 25, 12, 20)
     W = rng.gamma(1.0, 3.0, size=(12, 3))
     alpha = np.full(3, 0.2)
     soft = cvb0_step(X, W, alpha, 0.01, max_iter=3)
@@ -191,7 +180,7 @@ def test_a_documents_draws_depend_on_its_seed_alone():
     """Split into blocks the same documents with the same seeds draw the same counts; another sweep's seeds
     draw others. The seeds are a function of the id's hash and the sweep only."""
     rng = np.random.default_rng(6)
-    _, X = _corpus(rng, 40, 30, 20)
+    _, X = random_corpus(rng, 40, 30, 20)
     W = rng.gamma(1.0, 1.0, size=(30, 4))
     alpha = np.full(4, 0.1)
     hashes = rng.integers(0, 2**63, size=40).astype(np.uint64)
@@ -208,29 +197,26 @@ def test_a_documents_draws_depend_on_its_seed_alone():
     assert not np.array_equal(other.doc_topic, whole.doc_topic)
 
 
-def _lda_corpus(rng, n_docs, n_words, k, length, alpha=0.1, beta=0.05):
-    B = rng.dirichlet(np.full(n_words, beta), size=k).T
-    theta = rng.dirichlet(np.full(k, alpha), size=n_docs)
-    rows = []
-    for d in range(n_docs):
-        rows.append(rng.multinomial(length, B @ theta[d]))
-    return sps.csr_array(np.array(rows, dtype=float)), B
-
-
+@pytest.mark.parametrize("method", ["cvb0", "sampled"])
 @given(st.integers(0, 2**31 - 1))
 @settings(max_examples=examples(6), deadline=None)
-def test_held_out_likelihood_improves_over_sweeps(seed):
-    """From a random start, the held-out documents' likelihood under φ rises from the first sweeps to later."""
+def test_held_out_likelihood_improves_over_sweeps(method, seed):
+    """From a random start, the held-out documents' likelihood under φ rises from the first sweeps to later
+    (CVB0's passes, and the sampled ones seeded by document and sweep)."""
     rng = np.random.default_rng(seed)
-    X, _ = _lda_corpus(rng, 300, 60, 3, 40)
+    X, _ = lda_corpus(rng, 300, 60, 3, 40)
     train, test = X[:250], X[250:]
     k = 3
     W = rng.gamma(1.0, 1.0, size=(60, k)) * (train.sum() / (60 * k))
     alpha, eta = np.full(k, 0.1), 0.01
+    hashes = np.arange(250, dtype=np.uint64)
     nd = None
     scores = []
-    for _ in range(12):
-        res = cvb0_step(train, W, alpha, eta, nd, max_iter=3)
+    for sweep in range(1, 13):
+        if method == "sampled":
+            res = sampled_step(train, W, alpha, eta, nd, draw_seeds(hashes, sweep))
+        else:
+            res = cvb0_step(train, W, alpha, eta, nd, max_iter=3)
         W, nd = res.counts, res.doc_topic
         phi = collapsed_topics(W, eta)
         fold = cvb0_step(test, W + 0.0, alpha, eta, None, max_iter=20)  # θ of the held-out documents

@@ -13,20 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sps
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy.special import psi
 
 from jsmf_dask.kernels.collapsed import (
-    collapsed_theta,
-    collapsed_topics,
     cvb0_step,
     draw_seeds,
     initial_doc_topic,
     minka_alpha_step,
     sampled_step,
 )
-from tests.conftest import examples
+from tests.kernels.corpora import random_corpus
 
 
 def _draw(weights, u):
@@ -72,25 +68,13 @@ def reference_sampled_pass(docs, W, alpha, eta, doc_topic, seeds, burn_in, draws
     return new_nd, counts, sums, loglik
 
 
-def _corpus(rng, n_docs, n_words, max_len):
-    docs = []
-    for _ in range(n_docs):
-        words = rng.integers(0, n_words, size=int(rng.integers(1, max_len)))
-        uniq, cnt = np.unique(words, return_counts=True)
-        docs.append(list(zip(uniq.tolist(), cnt.tolist(), strict=True)))
-    rows = [d for d, doc in enumerate(docs) for _ in doc]
-    cols = [w for doc in docs for w, _ in doc]
-    vals = [c for doc in docs for _, c in doc]
-    return docs, sps.csr_array((np.array(vals, float), (rows, cols)), shape=(n_docs, n_words))
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sampled_pass_equals_the_per_token_reference(seed):
     """Three passes carried over as the pipeline carries them; seed 2 has documents of up to 40 tokens (counts
     past the summed range of ψ's differences)."""
     rng = np.random.default_rng(seed)
     n_docs, n_words, k = 10, 12, 3
-    docs, X = _corpus(rng, n_docs, n_words, 40 if seed == 2 else 9)
+    docs, X = random_corpus(rng, n_docs, n_words, 40 if seed == 2 else 9)
     W = rng.gamma(1.0, 2.0, size=(n_words, k))
     W[rng.random(W.shape) < 0.2] = 0.0
     alpha, eta = np.array([0.1, 0.3, 0.05]), 0.02
@@ -110,7 +94,7 @@ def test_sampled_pass_equals_the_per_token_reference(seed):
 
 def test_a_sampled_pass_keeps_every_token_and_averages_whole_draws():
     rng = np.random.default_rng(4)
-    _, X = _corpus(rng, 50, 30, 25)
+    _, X = random_corpus(rng, 50, 30, 25)
     W = rng.gamma(1.0, 1.0, size=(30, 5))
     seeds = draw_seeds(rng.integers(0, 2**63, size=50).astype(np.uint64), 1)
     res = sampled_step(X, W, np.full(5, 0.1), 0.01, None, seeds, burn_in=1, draws=4)
@@ -125,7 +109,7 @@ def test_a_sampled_pass_keeps_every_token_and_averages_whole_draws():
 
 def test_a_documents_draws_depend_on_its_seed_and_the_state_alone():
     rng = np.random.default_rng(5)
-    _, X = _corpus(rng, 40, 30, 20)
+    _, X = random_corpus(rng, 40, 30, 20)
     W = rng.gamma(1.0, 1.0, size=(30, 4))
     alpha = np.full(4, 0.1)
     hashes = rng.integers(0, 2**63, size=40).astype(np.uint64)
@@ -148,35 +132,6 @@ def test_a_sampled_pass_wants_whole_counts():
     X = sps.csr_array(np.array([[1.5, 2.0]]))
     with pytest.raises(ValueError, match="whole counts"):
         sampled_step(X, np.ones((2, 2)), np.full(2, 0.1), 0.01, None, np.zeros(1, np.int64))
-
-
-def _lda_corpus(rng, n_docs, n_words, k, length, alpha=0.1, beta=0.05):
-    B = rng.dirichlet(np.full(n_words, beta), size=k).T
-    theta = rng.dirichlet(np.full(k, alpha), size=n_docs)
-    return sps.csr_array(np.array([rng.multinomial(length, B @ t) for t in theta], dtype=float)), B
-
-
-@given(st.integers(0, 2**31 - 1))
-@settings(max_examples=examples(6), deadline=None)
-def test_held_out_likelihood_improves_over_sampled_sweeps(seed):
-    """From a random start, the held-out documents' likelihood under φ rises from the first sweeps to later."""
-    rng = np.random.default_rng(seed)
-    X, _ = _lda_corpus(rng, 300, 60, 3, 40)
-    train, test = X[:250], X[250:]
-    k = 3
-    W = rng.gamma(1.0, 1.0, size=(60, k)) * (train.sum() / (60 * k))
-    alpha, eta = np.full(k, 0.1), 0.01
-    hashes = np.arange(250, dtype=np.uint64)
-    nd, scores = None, []
-    for sweep in range(1, 13):
-        res = sampled_step(train, W, alpha, eta, nd, draw_seeds(hashes, sweep))
-        W, nd = res.counts, res.doc_topic
-        phi = collapsed_topics(W, eta)
-        theta = collapsed_theta(cvb0_step(test, W, alpha, eta, None, max_iter=20).doc_topic, alpha)
-        T = sps.coo_array(test)
-        scores.append(float(T.data @ np.log(np.einsum("ij,ij->i", theta[T.row], phi[T.col]))))
-    assert scores[-1] > scores[0]
-    assert np.mean(scores[-3:]) >= np.mean(scores[:3])
 
 
 def test_minka_on_sampled_statistics_recovers_a_known_alpha():

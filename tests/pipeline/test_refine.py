@@ -634,20 +634,27 @@ def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, m
     assert listing(lda_root) == before
 
 
-def test_cli_refine_without_validation_documents_says_what_they_would_do(tmp_path, capsys):
-    """On a store counted without `--validation` (the stage-by-stage route's default), `jsmf refine` says it runs
-    to --tol or --sweeps and how to give it the validation stop; asked to run without one, it says only that."""
+def _small_root_without_validation(root) -> None:
+    """400 documents of 50 tokens over 40 words (K 3), C counted with 10% held out and no validation documents,
+    and AP's model ``k3``."""
     import scipy.sparse as sps
 
-    from jsmf_dask.cli import NO_VALIDATION_NOTE, main
     from jsmf_dask.kernels.synthetic import sample_corpus
     from jsmf_dask.pipeline.matrix import ingest_matrix
 
     rng = np.random.default_rng(4)
     corpus = sample_corpus(rng.dirichlet(np.full(40, 0.2), size=3).T, np.full(3, 0.3), 400, 50, rng)
-    ingest_matrix(tmp_path, sps.csr_array((corpus.counts, corpus.word_ids, corpus.offsets), shape=(400, 40)))
-    cooccur(tmp_path, heldout=0.1)
-    fit(tmp_path, n_topics=3, min_anchor_df=0, iterations=20, name="k3")
+    ingest_matrix(root, sps.csr_array((corpus.counts, corpus.word_ids, corpus.offsets), shape=(400, 40)))
+    cooccur(root, heldout=0.1)
+    fit(root, n_topics=3, min_anchor_df=0, iterations=20, name="k3")
+
+
+def test_cli_refine_without_validation_documents_says_what_they_would_do(tmp_path, capsys):
+    """On a store counted without `--validation` (the stage-by-stage route's default), `jsmf refine` says it runs
+    to --tol or --sweeps and how to give it the validation stop; asked to run without one, it says only that."""
+    from jsmf_dask.cli import NO_VALIDATION_NOTE, main
+
+    _small_root_without_validation(tmp_path)
     argv = ["refine", str(tmp_path), "--model", "k3", "--sweeps", "2", "--scheduler", "synchronous", "--quiet"]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -662,18 +669,10 @@ def test_cli_refine_names_the_sampled_method_where_it_measured_better(tmp_path, 
     """`jsmf refine` by CVB0 of a corpus in the band where the sampled method measured better prints the note with
     the command; with the band's token count above the corpus's, or by the sampled method itself, it does not.
     (400 documents of 50 tokens: 18,000 training tokens, the band's floor lowered to them.)"""
-    import scipy.sparse as sps
-
     import jsmf_dask.pipeline.refine_candidates as candidates
     from jsmf_dask.cli import main
-    from jsmf_dask.kernels.synthetic import sample_corpus
-    from jsmf_dask.pipeline.matrix import ingest_matrix
 
-    rng = np.random.default_rng(4)
-    corpus = sample_corpus(rng.dirichlet(np.full(40, 0.2), size=3).T, np.full(3, 0.3), 400, 50, rng)
-    ingest_matrix(tmp_path, sps.csr_array((corpus.counts, corpus.word_ids, corpus.offsets), shape=(400, 40)))
-    cooccur(tmp_path, heldout=0.1)
-    fit(tmp_path, n_topics=3, min_anchor_df=0, iterations=20, name="k3")
+    _small_root_without_validation(tmp_path)
     argv = ["refine", str(tmp_path), "--model", "k3", "--sweeps", "2", "--scheduler", "synchronous", "--quiet"]
     monkeypatch.setattr(candidates, "SAMPLED_MIN_TOKENS", 10_000)
     assert main(argv) == 0
