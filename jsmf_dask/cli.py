@@ -93,7 +93,7 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
 #: MovieLens at K = 50 such a refine ran to its 50 sweeps and ended 3.7% ± 1.1% above the default route's
 #: held-out perplexity (CVB0 overfits 610 users), Reuters at K = 5 3.6% ± 1.9%; the others moved within ±1.1%.
 NO_VALIDATION_NOTE = ("note: without validation documents refine runs to --tol or --sweeps, and on a small corpus "
-                      "CVB0 can overfit; `jsmf cooccur ROOT --validation 0.05` (what `jsmf topics` runs) lets it "
+                      "the sweeps can overfit; `jsmf cooccur ROOT --validation 0.05` (what `jsmf topics` runs) lets it "
                       "stop when they stop improving")
 
 

@@ -260,7 +260,7 @@ PARAMETERS: tuple[Parameter, ...] = (
               "also leave out of C the documents whose doc_id hashes at or above 1 - FRACTION (never held-out "
               "ones): `jsmf refine` scores them (about 2,000, a sample by id; it trains on the rest) each sweep "
               "and stops when they stop improving (e.g. 0.05, what `jsmf topics` runs; without them refine runs to "
-              "its tolerance or its sweeps, and on a small corpus CVB0 can overfit)",
+              "its tolerance or its sweeps, and on a small corpus its sweeps can overfit)",
               low=0.0, low_open=True, high=0.5, metavar="FRACTION", default_text="none"),
     Parameter("cooccur", "rank", "int", None,
               "write the compressed store instead: the top R eigenpairs of C computed by passes over the corpus, "
