@@ -6,8 +6,8 @@ The stages of Lee, Bindel & Mimno (NIPS 2015), out of core:
 - :func:`cooccur`: corpus → co-occurrence matrix ``C`` (``<root>/cooc.zarr``);
 - :func:`fit` / :class:`RectifiedAnchorWords`: ``C`` → rectified ``C``, anchors,
   ``B`` and ``A`` (``<root>/model.zarr/<name>``);
-- :func:`refine`: sweeps of CVB0 (or variational Bayes) over the documents
-  from a fitted model (``<root>/model.zarr/<name>-cvb0``), with learned
+- :func:`refine`: sweeps of CVB0 (or sampled passes, or variational Bayes) over
+  the documents from a fitted model (``<root>/model.zarr/<name>-refined``), with learned
   priors: held-out perplexity at or below Gibbs sampling's;
 - :func:`evaluate`, :func:`compare`, :func:`report`: the paper's metrics, K
   sweeps against the Baseline, DC and Gibbs, and the HTML report

@@ -100,7 +100,7 @@ NO_VALIDATION_NOTE = ("note: without validation documents refine runs to --tol o
 def _run_refine(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
     from jsmf_dask.pipeline.refine import refine
-    from jsmf_dask.pipeline.refine_candidates import choice_line, method_note
+    from jsmf_dask.pipeline.refine_candidates import choice_line
 
     result = refine(args.root, model=args.model, **_stage_kwargs(args, "refine"), name=args.name,
                     heldout=args.heldout, overwrite=args.overwrite, on_sweep=None if args.quiet else print_line)
@@ -120,12 +120,10 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
         score += (f"; then {result.attrs['refit']['sweeps']} sweep(s) on from it with the validation "
                   "documents in training (refit)")
     head = [f"model {result.name}: {result.B.shape[1]} topics refined from {result.source} by {result.n_iter} "
-            f"sweep(s) of {result.attrs['params']['method']} (stopped by {result.attrs['stopped']}; {score}); "
+            f"sweep(s) of {result.attrs['method']} (stopped by {result.attrs['stopped']}; {score}); "
             f"written to {result.url} and {topics_path(args.root, result.name)}"]
     if not valid["n_docs"] and args.validation is None:
         head.append(NO_VALIDATION_NOTE)
-    if (note := method_note(result.attrs, args.root)) is not None:
-        head.append(note)
     return head + result.lines() + ["", f"changes from {result.source} (top-10 words gained, lost):"] + result.changes()
 
 
@@ -238,6 +236,7 @@ def _run_run(args: argparse.Namespace) -> list[str]:
 
 def _run_topics(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
+    from jsmf_dask.pipeline.refine import default_refined_name
     from jsmf_dask.pipeline.run import run
 
     with warnings.catch_warnings():
@@ -247,7 +246,7 @@ def _run_topics(args: argparse.Namespace) -> list[str]:
             outcomes = run(args.run_config, force=args.force,
                            log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
                            **progress)
-    refined = f"k{args.n_topics}-ap-cvb0"
+    refined = default_refined_name(f"k{args.n_topics}-ap")
     lines = [line for o in outcomes if o.stage.startswith("refine-") for line in o.lines]
     if not lines:  # up to date: the topics as written
         from jsmf_dask.io.fs import get_fs

@@ -41,9 +41,9 @@ EXAMPLES = {
     "compare": "jsmf compare runs/nips --topics 5,10,20 --methods none,ap,ap+cvb0",
     "choose-k": "jsmf choose-k runs/nips --topics 5:100",
     "report": "jsmf report runs/nips --model k20-ap",
-    "infer": "jsmf infer runs/nips --model k20-ap-cvb0",
-    "transform": "jsmf transform runs/nips --model k20-ap-cvb0 new-papers/ --output new-topics.parquet",
-    "export": "jsmf export runs/nips --model k20-ap-cvb0 --format csv --top 50",
+    "infer": "jsmf infer runs/nips --model k20-ap-refined",
+    "transform": "jsmf transform runs/nips --model k20-ap-refined new-papers/ --output new-topics.parquet",
+    "export": "jsmf export runs/nips --model k20-ap-refined --format csv --top 50",
     "run": "jsmf run pipelines/configs/demo.toml",
     "topics": "jsmf topics pipelines/data/nips12-raw/nipstxt.tar.xz --topics 20 --out runs/nips --encoding latin-1",
     "synth": "jsmf synth runs/synth --docs 20000 --vocab 2000 --topics 20",
@@ -230,9 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(
         sub, "refine",
-        help="sweeps of CVB0 (or variational Bayes) from a fitted model -> ROOT/model.zarr/NAME-cvb0",
-        description="Refine model NAME's topics by batch CVB0 (zero-order collapsed variational Bayes) or "
-        "variational Bayes for LDA over ROOT/corpus, started from its B (and A), with learned priors; stops when "
+        help="sweeps of CVB0 (or sampled passes, or variational Bayes) from a fitted model -> "
+        "ROOT/model.zarr/NAME-refined",
+        description="Refine model NAME's topics by batch CVB0 (zero-order collapsed variational Bayes), sampled "
+        "passes or variational Bayes for LDA over ROOT/corpus, started from its B (and A), with learned priors "
+        "(--method auto, the default: CVB0, and on a corpus of short documents the sampled passes too, the "
+        "validation documents keeping the better); stops when "
         "the perplexity of a small validation subset of the documents stops improving. Writes a new model (same "
         "layout, so evaluate/compare/report/infer read it) with each training document's topic weights, and "
         "prints the topics and what changed.",
@@ -368,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="input -> refined topics in one command (ingest, cooccur, fit, refine on one root; resumable)",
         description="Run ingest, cooccur (5% of the documents kept for refine's validation stop), fit (AP, "
         "with the cycles and the anchor vocabulary of a fit that refine follows: --anchor-words auto) and refine "
-        "(CVB0) on ROOT, as four commands would, and "
+        "(its default method: CVB0, and the sampled method too on a corpus of short documents) on ROOT, as four "
+        "commands would, and "
         "print the refined topics. Rerun, it skips every stage whose inputs and parameters are unchanged "
         "(like `jsmf run`).",
     )

@@ -309,12 +309,13 @@ PARAMETERS: tuple[Parameter, ...] = (
               "pass when refine follows: see the README)", low=2, metavar="n", nullable=True,
               default_text="every word"),
     # ------------------------------------------------------------------ refine
-    Parameter("refine", "method", "choice", "cvb0",
+    Parameter("refine", "method", "choice", "auto",
               "cvb0: collapsed variational Bayes, zero order; sampled: each document's topic assignments drawn "
-              "by Gibbs sampling under the sweep's topics and averaged (lower held-out perplexity than cvb0 on a "
-              "million training tokens or more of short documents, broader topics, slower); vb: variational Bayes "
-              "(chosen by measurement: see the README)",
-              choices=("cvb0", "sampled", "vb"), estimator="refine"),
+              "by Gibbs sampling under the sweep's topics and averaged (broader topics, slower); vb: variational "
+              "Bayes; auto: cvb0, and on a million training tokens or more of short documents (150 tokens or "
+              "fewer on average) sampled too, the one the validation documents score lower kept (model "
+              "<source>-refined; chosen by measurement: see the README)",
+              choices=("auto", "cvb0", "sampled", "vb"), estimator="refine"),
     Parameter("refine", "sweeps", "int", 50, "passes over the corpus at most (tol or the validation documents "
               "usually stop it earlier)", low=1, metavar="S", estimator="refine_sweeps"),
     Parameter("refine", "tol", "float", 1e-4,

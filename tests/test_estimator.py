@@ -216,23 +216,24 @@ def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     ingest_matrix(root, counts)
     cooccur(root, validation=0.05)
     model = RectifiedAnchorWords(4, min_anchor_df=0).fit_root(root, name="k4")
-    with pytest.raises(StoreError, match=r"choose a model with name=\.\.\.; fitted models: \['k4', 'k4-cvb0'\]"):
+    with pytest.raises(StoreError, match=r"choose a model with name=\.\.\.; fitted models: \['k4', 'k4-refined'\]"):
         load_model(root)
     with pytest.raises(StoreError, match="no such model"):
         load_model(root, name="k5")
-    refined, spectral = load_model(root, name="k4-cvb0"), load_model(root, name="k4")
+    refined, spectral = load_model(root, name="k4-refined"), load_model(root, name="k4")
     np.testing.assert_allclose(refined.transform(counts), model.transform(counts), atol=1e-12)
     np.testing.assert_array_equal(refined.spectral_components_, spectral.components_)
-    assert spectral.doc_topic_prior_ is None and refined.get_params()["refine"] == "cvb0"
-    assert spectral.refit_ is None and refined.refit_ == open_model(str(root), "k4-cvb0").attrs["refit"]
-    assert refined.provenance_["model"] == "k4-cvb0" and refined.provenance_["reading"]["format"] == "auto"
+    assert spectral.doc_topic_prior_ is None and refined.get_params()["refine"] == "auto"
+    assert (refined.refine_method_, spectral.refine_method_) == ("cvb0", None)  # what auto ran on 4 topics
+    assert spectral.refit_ is None and refined.refit_ == open_model(str(root), "k4-refined").attrs["refit"]
+    assert refined.provenance_["model"] == "k4-refined" and refined.provenance_["reading"]["format"] == "auto"
     refined.save(tmp_path / "from-root")  # the root's model, with how its corpus was read, portable
     assert load_model(tmp_path / "from-root").provenance_ == refined.provenance_
     from jsmf_dask import infer
     from jsmf_dask.pipeline.infer import read_doc_topics
 
-    infer(root, model="k4-cvb0")
-    stored = np.array(read_doc_topics(root, "k4-cvb0").column("topics").to_pylist())
+    infer(root, model="k4-refined")
+    stored = np.array(read_doc_topics(root, "k4-refined").column("topics").to_pylist())
     np.testing.assert_allclose(stored, refined.transform(counts), atol=1e-12)
 
 

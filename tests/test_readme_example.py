@@ -35,8 +35,8 @@ def test_readme_python_example_runs_as_a_script(tmp_path):
     assert float(lines[1]) == pytest.approx(1.0)
     assert len([x for x in lines if re.match(r"^\d+ \w+( \w+){7}$", x)]) == 10  # ten topics of eight words
     perplexities = {x.split()[0]: float(x.split()[1]) for x in lines if x.startswith("k10-")}
-    assert set(perplexities) == {"k10-ap", "k10-ap-cvb0", "k10-short"}
+    assert set(perplexities) == {"k10-ap", "k10-ap-refined", "k10-short"}
     # refining lowers held-out perplexity; more sweeps lower it further
-    assert perplexities["k10-ap-cvb0"] < perplexities["k10-short"] < perplexities["k10-ap"]
+    assert perplexities["k10-ap-refined"] < perplexities["k10-short"] < perplexities["k10-ap"]
     assert lines[-1] == "(3000, 10) (10, 10)"
     assert (tmp_path / "runs" / "nips" / "report" / "metrics.json").exists()

@@ -266,10 +266,10 @@ def test_hostile_labels_are_text_in_the_report(hostile_root, capsys):
 
 def test_hostile_labels_stay_data_in_the_ldavis_page(hostile_root, capsys):
     pytest.importorskip("pyLDAvis")
-    assert main(["report", str(hostile_root), "--model", "ap-cvb0", "--ldavis", "--scheduler", "synchronous",
+    assert main(["report", str(hostile_root), "--model", "ap-refined", "--ldavis", "--scheduler", "synchronous",
                  "--quiet"]) == 0
     capsys.readouterr()
-    page = (hostile_root / "report" / "ldavis-ap-cvb0.html").read_text(encoding="utf-8")
+    page = (hostile_root / "report" / "ldavis-ap-refined.html").read_text(encoding="utf-8")
     parsed = _parse(page)
     assert {tag for tag, _ in parsed.tags} <= {"div", "script", "style", "html", "head", "body", "meta", "title"}
     for tag, attrs in parsed.tags:

@@ -76,24 +76,23 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Simplex least-squares solver of ``B``.
     min_anchor_df : int, default=10
         Anchor words must occur in at least this many documents.
-    refine : {'cvb0', 'sampled', 'vb'} or None, default='cvb0'
-        Refinement of the spectral topics over the documents: zero-order
-        collapsed variational Bayes, sampled passes or variational Bayes
-        (:func:`jsmf_dask.refine`); None keeps the spectral model.
+    refine : {'auto', 'cvb0', 'sampled', 'vb'} or None, default='auto'
+        Refinement of the spectral topics over the documents: zero-order collapsed variational Bayes, sampled
+        passes or variational Bayes (:func:`jsmf_dask.refine`); ``'auto'``: CVB0, and on a million training tokens
+        or more of short documents the sampled passes too, the one the validation documents score lower kept
+        (``refine_method_``); None keeps the spectral model.
     refine_sweeps : int, default=50
         Passes over the documents at most (the validation documents usually stop it earlier).
     doc_topic_prior : 'auto' or float, default='auto'
         α of the refinement: ``'auto'`` learns an asymmetric α by Minka's fixed point.
     topic_word_prior : 'auto', float or list of float, default=0.05
-        η of the refinement: ``'auto'`` learns it by Minka's fixed point; a
-        list is candidates, the one the validation documents score best kept
-        (each costs a refinement).
+        η of the refinement: ``'auto'`` learns it by Minka's fixed point; a list is candidates, the one the
+        validation documents score best kept (each costs a refinement).
     refine_drawn_sweeps : 'auto' or int, default='auto'
-        CVB0 sweeps whose counts are drawn from the responsibilities before
-        the soft ones (``refine``'s ``drawn_sweeps``): ``'auto'``, below 2,500
-        training documents, runs none and 20 side by side and keeps the drawn
-        refinement unless the validation documents score the other better by
-        more than their paired error; 0 never draws.
+        CVB0 sweeps whose counts are drawn from the responsibilities before the soft ones (``refine``'s
+        ``drawn_sweeps``): ``'auto'``, below 2,500 training documents, runs none and 20 side by side and keeps the
+        drawn refinement unless the validation documents score the other better by more than their paired error;
+        0 never draws.
     validation_fraction : float, default=0.05
         Documents (by the hash of their row number) left out of ``C`` and of the
         refinement's sweeps, scored each sweep; refinement stops when they stop
@@ -138,6 +137,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     drawn_sweeps_ : int or None
         The refinement's sweeps of drawn counts (chosen by the validation documents with
         ``refine_drawn_sweeps='auto'``); None without refinement.
+    refine_method_ : str or None
+        The refinement's method ('cvb0', 'sampled' or 'vb': ``refine='auto'`` chooses); None without refinement.
     vocabulary_ : list of str
         The words of the columns (``feature_names_in_`` when ``X`` had them, else ``w0``, ``w1``, …).
     provenance_ : dict
@@ -160,7 +161,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def __init__(self, n_components: int = 10, *, rectifier: str | None = None, max_iter: int | None = None,
                  tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
-                 min_anchor_df: int = 10, refine: str | None = "cvb0", refine_sweeps: int = 50,
+                 min_anchor_df: int = 10, refine: str | None = "auto", refine_sweeps: int = 50,
                  doc_topic_prior: float | str = "auto", topic_word_prior: float | str | list[float] = 0.05,
                  refine_drawn_sweeps: int | str = "auto", validation_fraction: float = 0.05, random_state: int | None = 0, work_dir: str | None = None,
                  verbose: int = 0):
@@ -312,7 +313,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.components_ = self.spectral_components_ = B
         self.topic_topic_ = self.topic_topic_least_squares_ = np.ones((1, 1))
         self.anchors_, self.eigenvalues_ = np.array([int(np.argmax(total))]), np.zeros(0)
-        self.rectification_history_, self.refine_history_, self.refit_, self.drawn_sweeps_ = {}, {}, None, None
+        self.rectification_history_, self.refine_history_ = {}, {}
+        self.refit_ = self.drawn_sweeps_ = self.refine_method_ = None
         self.doc_topic_prior_, self.topic_word_prior_ = np.ones(1), None
         self.n_iter_, self.vocabulary_ = 1, words
 
@@ -368,7 +370,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.topic_topic_, self.topic_topic_least_squares_ = rec.A, rec.A_least_squares
         self.anchors_, self.eigenvalues_ = np.asarray(anchors), np.asarray(values)
         self.rectification_history_, self.refine_history_, self.refit_ = dict(trace), {}, None
-        self.drawn_sweeps_ = None
+        self.drawn_sweeps_ = self.refine_method_ = None
         self.doc_topic_prior_ = self.topic_word_prior_ = None
         self.n_iter_ = int(n_iter)
 

@@ -45,7 +45,7 @@ from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
-from jsmf_dask.pipeline.refine_candidates import choose, eta_text
+from jsmf_dask.pipeline.refine_candidates import Candidate, candidates, choose, eta_text
 from jsmf_dask.stages.refine import COLLAPSED_METHODS, METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_sweeps import (
     IMPROVEMENT,
@@ -62,9 +62,9 @@ from jsmf_dask.cluster import Work, choose_engine
 __all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line", "METHODS"]
 
 
-def default_refined_name(source: str, method: str = "cvb0") -> str:
-    """``<source>-<method>``."""
-    return f"{source}-{method}"
+def default_refined_name(source: str, method: str = "auto") -> str:
+    """``<source>-<method>``; ``<source>-refined`` for ``method='auto'`` (its method depends on the corpus)."""
+    return f"{source}-{'refined' if method == 'auto' else method}"
 
 
 #: Minka's statistics for a learned α are summed over about this many training documents (a sample by id
@@ -109,7 +109,7 @@ def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, draw
     for key, value in (("method", method), ("sweeps", sweeps), ("tol", tol), ("alpha", alpha), ("eta", eta),
                        ("inner_iterations", inner_iterations), ("refit", refit), ("drawn_sweeps", drawn_sweeps)):
         parameter("refine", key).check(value, "refine")
-    if drawn_sweeps != "auto" and drawn_sweeps and method != "cvb0":
+    if drawn_sweeps != "auto" and drawn_sweeps and method not in ("cvb0", "auto"):
         raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) draws CVB0's counts, "
                                     f"and method is {method!r}: pass method='cvb0' or drawn_sweeps=0")
     if drawn_sweeps != "auto" and drawn_sweeps >= sweeps:
@@ -121,7 +121,7 @@ def refine(
     root: str,
     *,
     model: str,
-    method: str = "cvb0",
+    method: str = "auto",
     sweeps: int = 50,
     tol: float | None = 1e-4,
     alpha: float | str = "auto",
@@ -144,10 +144,14 @@ def refine(
         Run root holding ``corpus/`` and the model.
     model : str
         The model to start from (its ``B`` and ``A``).
-    method : {'cvb0', 'sampled', 'vb'}, default='cvb0'
+    method : {'auto', 'cvb0', 'sampled', 'vb'}, default='auto'
         Zero-order collapsed variational Bayes, sampled passes (Gibbs draws of each document's topics under the
         sweep's topics: :func:`~jsmf_dask.kernels.collapsed.sampled_step`) or variational Bayes (the README
-        measures them: sampled is better on a million tokens or more of short documents).
+        measures them). ``'auto'``: CVB0, and on a corpus of short documents
+        (:func:`~jsmf_dask.pipeline.refine_candidates.auto_methods`: a million training tokens or more in
+        documents of at most 150 on average, with validation documents) the sampled method beside it, each run
+        to its stop from the same start, the one the validation documents score lower kept (both scores in
+        ``attrs['candidates']``; the method run in ``attrs['method']``).
     sweeps : int, default=50
         Passes over the corpus at most.
     tol : float or None, default=1e-4
@@ -168,7 +172,7 @@ def refine(
         ``attrs['candidates']`` — the validation documents tune it, so the
         held-out ones stay unseen. Needs validation documents.
     name : str, optional
-        Output model (default ``<model>-<method>``).
+        Output model (default ``<model>-<method>``, ``<model>-refined`` for ``'auto'``).
     heldout : float, optional
         Leave out the documents whose id hashes below this fraction (default:
         the fraction ``cooc.zarr`` was built with, so every model of the root
@@ -212,7 +216,8 @@ def refine(
         small for its K (MovieLens) and costs refine twice its sweeps.
         ``'auto'``: below :data:`REFIT_MAX_DOCS` training documents, with
         validation documents, CVB0 and ``sweeps`` that leave as many soft
-        sweeps after them, two candidates — none and :data:`DRAWN_SWEEPS` —
+        sweeps after them, two candidates — none and
+        :data:`~jsmf_dask.pipeline.refine_candidates.DRAWN_SWEEPS` —
         each run to its stop from the same start; the drawn one is kept
         unless the soft one scores better on the validation documents by
         more than their paired error
@@ -265,37 +270,43 @@ def refine(
     alpha_vec = moment_alpha(A0, mean=shares) if alpha == "auto" else np.full(k, float(alpha))
     tokens = float(np.asarray(vocab.column("tf")).sum())
 
-    def start(split: DocumentSplit, eta_value: float | str) -> tuple[np.ndarray, SweepParams]:
+    def start(split: DocumentSplit, run: Candidate) -> tuple[np.ndarray, SweepParams]:
         """The start's word–topic counts (the spectral model's expected counts over the documents ``split``
-        trains on) and the first sweep's parameters, with the topic–word prior ``eta_value``."""
+        trains on) and the first sweep's parameters of candidate ``run``."""
         scored = _sample_fraction(VALIDATION_SCORED_DOCS, n_rows * split.validation)
         trained = 1.0 - split.heldout - split.validation * scored  # the unscored validation documents train
-        eta_now = 0.01 if eta_value == "auto" else float(eta_value)
-        params = SweepParams(len(words), method, alpha_vec, eta_now, split, inner_iterations, inner_tol,
-                             learn_alpha=alpha == "auto" and method in COLLAPSED_METHODS,
+        eta_now = 0.01 if run.eta == "auto" else float(run.eta)
+        collapsed = run.method in COLLAPSED_METHODS
+        params = SweepParams(len(words), run.method, alpha_vec, eta_now, split, inner_iterations, inner_tol,
+                             learn_alpha=alpha == "auto" and collapsed,
                              alpha_sample=_sample_fraction(ALPHA_SAMPLE_DOCS, n_rows * trained),
-                             validation_sample=scored, groups=SWEEP_GROUPS if method in COLLAPSED_METHODS else 1)
+                             validation_sample=scored, groups=SWEEP_GROUPS if collapsed else 1)
         return topics_from_model(B0, shares, tokens * trained, 0.0), params
 
     etas = list(eta) if isinstance(eta, list | tuple) else [eta]
-    draws = _drawn_options(drawn_sweeps, method, sweeps, validation, n_rows * (1.0 - heldout - validation))
-    candidates = [(e, d) for e in etas for d in draws]  # (η, drawn sweeps): the validation documents choose
+    trained = 1.0 - heldout - validation
+    tried = candidates(method, etas, drawn_sweeps, sweeps=sweeps, validation=validation,
+                       small_corpus=n_rows * trained < REFIT_MAX_DOCS, training_tokens=tokens * trained,
+                       mean_tokens=tokens / max(n_rows, 1))  # the validation documents choose among them
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
-        scratches = [join(tmp, "_scratch", f"candidate-{j}") for j in range(len(candidates))]
+        scratches = [join(tmp, "_scratch", f"candidate-{j}") for j in range(len(tried))]
         generations = range(STATE_GENERATIONS)
         for d in (join(tmp, "doc_topics"), *(gamma_dir(s, g) for s in scratches for g in generations)):
             fs, path = get_fs(d)
             fs.makedirs(path, exist_ok=True)
         # each candidate's run to its stop, in its own scratch, all of them in lockstep
-        starts = [start(DocumentSplit(heldout, validation), value) for value, _ in candidates]
+        starts = [start(DocumentSplit(heldout, validation), c) for c in tried]
+        several_methods = len({c.method for c in tried}) > 1
         with prepared_blocks(blocks, starts[0][1], corpus_nnz(corpus), join(tmp, "_scratch", "prepared")) as prepared:
             runs = run_together([
-                sweep_loop(prepared, params, counts, scratch, alpha=alpha, eta=value, sweeps=sweeps, tol=tol,
-                           stop_by_validation=True, drawn=drawn, on_sweep=on_sweep,
-                           candidate=f"eta {eta_text(value)}, {drawn} drawn" if len(candidates) > 1 else "")
-                for (value, drawn), scratch, (counts, params) in zip(candidates, scratches, starts, strict=True)])
-        j, gains = choose(candidates, runs)
-        run, (_, drawn_chosen), scratch = runs[j], candidates[j], scratches[j]
+                sweep_loop(prepared, params, counts, scratch, alpha=alpha, eta=c.eta, sweeps=sweeps, tol=tol,
+                           stop_by_validation=True, drawn=c.drawn_sweeps, on_sweep=on_sweep,
+                           candidate=(f"{c.method}, " if several_methods else "") +
+                           f"eta {eta_text(c.eta)}, {c.drawn_sweeps} drawn" if len(tried) > 1 else "")
+                for c, scratch, (counts, params) in zip(tried, scratches, starts, strict=True)])
+        j, gains = choose(tried, runs)
+        run, chosen, scratch = runs[j], tried[j], scratches[j]
+        method_run = chosen.method
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
         records, counts, params, stopped, best_sweep = run.records, run.counts, run.params, run.stopped, run.best_sweep
@@ -326,7 +337,7 @@ def refine(
             start_model = dask.delayed((B0, document_prior(source)[0]), pure=True)
             (final,) = _progress.compute(finish_tasks(blocks, params, counts, start_model, last_state,
                                                       join(tmp, "doc_topics")))
-        if method == "vb":
+        if method_run == "vb":
             final_bound = (final.bound + topic_bound(params.eta + counts, params.eta)) / final.n_tokens
         else:
             final_bound = final.bound / final.n_tokens
@@ -344,12 +355,12 @@ def refine(
         scored = run.total if refit_record else final  # the validation documents the curve scored
         heldout_scores = [math.exp(-ll / final.heldout_tokens) if final.heldout_tokens else math.nan
                           for ll in (final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0))]
-        advice = _what_to_try(method, alpha, validation, stored_validation, model, len(records))
+        advice = _what_to_try(method_run, alpha, validation, stored_validation, model, len(records))
         if final.heldout_tokens:
-            warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method, "held-out", advice)
+            warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method_run, "held-out", advice)
         else:  # no held-out split: the validation documents (unseen by the start too; by the chosen state too,
             # whose score the curve ends with when refitted) tell the same
-            warning = _worse_than_start(validation_curve[0], validation_curve[-1], model, method, "validation",
+            warning = _worse_than_start(validation_curve[0], validation_curve[-1], model, method_run, "validation",
                                         advice)
         # the bound entering sweep s+1 is the bound after sweep s; the last comes from the final pass
         after = [r.bound_per_word for r in records[1:]] + [final_bound]
@@ -371,12 +382,13 @@ def refine(
         attrs = {
             "schema_version": SCHEMA_VERSION,
             "name": name,
-            "params": {"n_topics": k, "rectifier": method, "method": method, "source": model, "sweeps": sweeps,
+            "params": {"n_topics": k, "rectifier": method_run, "method": method, "source": model, "sweeps": sweeps,
                        "tol": tol, "alpha": alpha, "eta": list(eta) if len(etas) > 1 else eta,
                        "inner_iterations": inner_iterations,
                        "inner_tol": inner_tol, "heldout": heldout, "validation": validation, "refit": refit,
                        "drawn_sweeps": drawn_sweeps},
-            "drawn_sweeps": drawn_chosen,  # the sweeps that drew their counts (of the chosen run; a refit draws none)
+            "method": method_run,  # the method of the run kept ('auto' chooses among candidates)
+            "drawn_sweeps": chosen.drawn_sweeps,  # the sweeps that drew counts (of the chosen run; a refit draws none)
             "source": {"name": model, "rectifier": source.attrs.get("params", {}).get("rectifier")},
             "n_iter": len(records),
             "stopped": stopped,
@@ -396,13 +408,13 @@ def refine(
                         "final_perplexity": _nan_to_none(heldout_scores[0])},
             # the chosen sweeps run again on the training and validation documents, or None
             "refit": refit_record,
-            # several candidates (eta, drawn sweeps): each one's best validation perplexity (the lowest chose the
-            # model) and sweeps, or None
-            "candidates": [{"eta": value, "drawn_sweeps": drawn, "validation_perplexity": _nan_to_none(r.best_seen),
-                            "sweeps": len(r.records), "returned_state": r.best_sweep, "gain": gain[0],
-                            "gain_se": gain[1]}
-                           for (value, drawn), r, gain in zip(candidates, runs, gains, strict=True)]
-            if len(candidates) > 1 else None,
+            # several candidates (method, eta, drawn sweeps): each one's best validation perplexity (the lowest
+            # chose the model) and sweeps, or None
+            "candidates": [{"method": c.method, "eta": c.eta, "drawn_sweeps": c.drawn_sweeps,
+                            "validation_perplexity": _nan_to_none(r.best_seen), "sweeps": len(r.records),
+                            "returned_state": r.best_sweep, "gain": gain[0], "gain_se": gain[1]}
+                           for c, r, gain in zip(tried, runs, gains, strict=True)]
+            if len(tried) > 1 else None,
             "warnings": [warning] if warning else [],
             "bound_per_word": final_bound,
             "finish_seconds": time.perf_counter() - t0,
@@ -435,29 +447,6 @@ REFIT_MAX_DOCS = 2500
 #: (with α learned) kept less of the gain on the NIPS papers and MovieLens K 20, and 10 went past it (MovieLens
 #: K 50 +0.47%).
 REFIT_SWEEPS = 5
-
-
-#: ``drawn_sweeps='auto'``: this many drawn sweeps, a candidate below :data:`REFIT_MAX_DOCS` training documents (the
-#: validation documents choose between it and none, :func:`~jsmf_dask.pipeline.refine_candidates.choose`: on a
-#: 60-word corpus whose spectral start was already near the optimum the drawn path ended 0.17% above soft CVB0's
-#: held-out perplexity). Measured
-#: (session 21, the benchmarks README: the same roots, held-out documents and scorer, Gibbs the median of three
-#: chains): MovieLens (543 users) −0.7% at K = 20 and −1.5% at K = 50 (+1.4% above Gibbs's median → −0.2%);
-#: NIPS papers +0.06% / −0.2%, Reuters −0.1% / +0.6%; at about twice refine's time. 10 and 30 drawn sweeps
-#: differed from 20 by less than the draws do (MovieLens K = 50, η 0.05: 1192.6 / 1196.5 / 1192.6 for
-#: 10 / 20 / 30 under an earlier draw, a binomial per topic, where today's draw gives 1178.7 for 20).
-#: Above the cap the corpora measured (lda-20k, 100k) sit within 1% of their generating model's perplexity,
-#: and refine's share of the route's time is what keeps it 10–20× faster than Gibbs.
-DRAWN_SWEEPS = 20
-
-
-def _drawn_options(drawn_sweeps: int | str, method: str, sweeps: int, validation: float,
-                   training_docs: float) -> list[int]:
-    """The drawn sweeps the validation documents choose among (see ``drawn_sweeps``)."""
-    if drawn_sweeps != "auto":
-        return [int(drawn_sweeps)]
-    small = method == "cvb0" and validation and training_docs < REFIT_MAX_DOCS and sweeps >= 2 * DRAWN_SWEEPS
-    return [0, DRAWN_SWEEPS] if small else [0]
 
 
 def _refits(refit: str, validation: float, chosen_sweeps: int, training_docs: float) -> bool:

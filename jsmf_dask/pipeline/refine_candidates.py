@@ -1,23 +1,88 @@
-"""Refine's candidates: which of the runs from the same start is kept, and the line that says so.
+"""Refine's candidates: which runs from the same start refine tries, which one it keeps, and the line that says so.
 
-``refine`` runs one candidate per (η, drawn sweeps) pair it is given — ``eta`` as a list, and
-``drawn_sweeps='auto'`` on a small corpus (none and :data:`~jsmf_dask.pipeline.refine.DRAWN_SWEEPS`) — each to
-its own stop, in lockstep (:func:`~jsmf_dask.pipeline.refine_sweeps.run_together`). :func:`choose` keeps one
-by the validation documents' scores, per document, so that two runs compare with a paired error
+``refine`` runs one candidate (:class:`Candidate`: method, η, drawn sweeps) per combination :func:`candidates`
+gives — ``method='auto'`` on a corpus of short documents (cvb0 and sampled), ``eta`` as a list, and
+``drawn_sweeps='auto'`` on a small corpus (none and :data:`DRAWN_SWEEPS`) — each to its own stop, in lockstep
+(:func:`~jsmf_dask.pipeline.refine_sweeps.run_together`). :func:`choose` keeps one by the validation
+documents' scores, per document, so that two runs compare with a paired error
 (:func:`~jsmf_dask.kernels.model_selection.paired_gap`); :func:`choice_line` says what was kept.
-:func:`method_note` says when another method than the one run measured better on corpora like the one refined.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from jsmf_dask.kernels.model_selection import paired_gap
 
-__all__ = ["DRAWN_MARGIN_SE", "SAMPLED_MIN_TOKENS", "SAMPLED_MAX_MEAN_TOKENS", "choose", "choice_line",
-           "method_note", "eta_text"]
+__all__ = ["Candidate", "DRAWN_MARGIN_SE", "DRAWN_SWEEPS", "SAMPLED_MIN_TOKENS", "SAMPLED_MAX_MEAN_TOKENS",
+           "candidates", "auto_methods", "choose", "choice_line", "eta_text"]
+
+
+class Candidate(NamedTuple):
+    """One run refine tries: its method, its topic–word prior (a value or 'auto') and its drawn sweeps."""
+
+    method: str
+    eta: float | str
+    drawn_sweeps: int
+
+
+#: ``drawn_sweeps='auto'``: this many drawn sweeps, a candidate below
+#: :data:`~jsmf_dask.pipeline.refine.REFIT_MAX_DOCS` training documents (the validation documents choose between
+#: it and none, :func:`choose`: on a 60-word corpus whose spectral start was already near the optimum the drawn
+#: path ended 0.17% above soft CVB0's held-out perplexity). Measured
+#: (session 21, the benchmarks README: the same roots, held-out documents and scorer, Gibbs the median of three
+#: chains): MovieLens (543 users) −0.7% at K = 20 and −1.5% at K = 50 (+1.4% above Gibbs's median → −0.2%);
+#: NIPS papers +0.06% / −0.2%, Reuters −0.1% / +0.6%; at about twice refine's time. 10 and 30 drawn sweeps
+#: differed from 20 by less than the draws do (MovieLens K = 50, η 0.05: 1192.6 / 1196.5 / 1192.6 for
+#: 10 / 20 / 30 under an earlier draw, a binomial per topic, where today's draw gives 1178.7 for 20).
+#: Above the cap the corpora measured (lda-20k, 100k) sit within 1% of their generating model's perplexity,
+#: and refine's share of the route's time is what keeps it 10–20× faster than Gibbs.
+DRAWN_SWEEPS = 20
+
+#: ``method='auto'`` tries the sampled method beside CVB0 (the validation documents choose) on at least this many
+#: training tokens in documents of at most :data:`SAMPLED_MAX_MEAN_TOKENS` tokens on average; elsewhere it is
+#: CVB0. Measured (session 34, the benchmarks README; the same starts, held-out documents and scorer; K 20 / 50)
+#: against CVB0: on the NIPS papers cut into 100-word documents (42 tokens after curation) −0.9% / −6.4% with
+#: 53k documents (2.0M training tokens), −0.5% / −4.6% with 25k (0.9M), +0.6% / −0.6% with 15k, +1.4% / +1.3%
+#: with 8k, +6.0% / +4.9% with 3k; cut into 300-word ones (124 tokens) −1.3% / −2.5% with 18k (1.9M), −0.0% /
+#: −2.4% with 12k (1.3M), +1.9% / +3.1% with 3k. Worse on the corpora of long documents (NIPS papers +0.1% /
+#: +0.9%, MovieLens +1.2% / +2.3%, Reuters +1.6% / +3.4%), level on lda-20k (+0.07%), worse on 6-item baskets
+#: (+0.9%) — and (session 35) on a plain-LDA corpus of 40-token documents (50k, 1.7M training tokens, K 20):
+#: +0.5%, its B error 0.155 against CVB0's 0.119. So a candidate where it can gain, not the method there: the
+#: validation documents tell real text from such corpora, which the corpus's sizes cannot.
+SAMPLED_MIN_TOKENS = 1_000_000
+SAMPLED_MAX_MEAN_TOKENS = 150
+
+
+def auto_methods(drawn_sweeps: int | str, validation: float, training_tokens: float,
+                 mean_tokens: float) -> list[str]:
+    """The methods ``method='auto'`` tries: CVB0, and the sampled method beside it on a corpus of short
+    documents (:data:`SAMPLED_MIN_TOKENS`, :data:`SAMPLED_MAX_MEAN_TOKENS`) with validation documents to choose
+    between them, unless ``drawn_sweeps`` asks for CVB0's drawn sweeps."""
+    short = training_tokens >= SAMPLED_MIN_TOKENS and mean_tokens <= SAMPLED_MAX_MEAN_TOKENS
+    if short and validation and drawn_sweeps in ("auto", 0):
+        return ["cvb0", "sampled"]
+    return ["cvb0"]
+
+
+def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int, validation: float,
+               small_corpus: bool, training_tokens: float, mean_tokens: float) -> list[Candidate]:
+    """Every run refine tries from the same start: each method (:func:`auto_methods` for 'auto') with each η of
+    ``etas`` and each number of drawn sweeps (``drawn_sweeps``; 'auto': none, and :data:`DRAWN_SWEEPS` too for
+    CVB0 on a ``small_corpus`` with validation documents and ``sweeps`` that leave as many soft sweeps)."""
+    methods = auto_methods(drawn_sweeps, validation, training_tokens, mean_tokens) if method == "auto" else [method]
+    runs = []
+    for m in methods:
+        if drawn_sweeps != "auto":
+            draws = [int(drawn_sweeps)]
+        else:
+            draws = [0, DRAWN_SWEEPS] if m == "cvb0" and validation and small_corpus and sweeps >= 2 * DRAWN_SWEEPS \
+                else [0]
+        runs += [Candidate(m, e, d) for e in etas for d in draws]
+    return runs
 
 #: The drawn candidate is kept unless the best soft one beats it on the validation documents by more than this
 #: many paired standard errors (their own noise). Measured (session 22, the benchmarks README: session 21's roots,
@@ -30,29 +95,29 @@ __all__ = ["DRAWN_MARGIN_SE", "SAMPLED_MIN_TOKENS", "SAMPLED_MAX_MEAN_TOKENS", "
 DRAWN_MARGIN_SE = 1.0
 
 
-def choose(candidates: list[tuple], runs: list) -> tuple[int, list[tuple[float | None, float | None]]]:
+def choose(tried: list[Candidate], runs: list) -> tuple[int, list[tuple[float | None, float | None]]]:
     """The candidate kept, and each one's gain over the best soft candidate (validation log likelihood per
     token, positive: better) with its paired standard error (None without a soft candidate or scores).
 
     Parameters
     ----------
-    candidates : list of (eta, drawn_sweeps)
+    tried : list of Candidate
     runs : list of :class:`~jsmf_dask.pipeline.refine_sweeps.SweepRun`
         Each candidate's run, in the same order (``best_seen``, ``best_seen_scores``, ``best_sweep``).
 
     Notes
     -----
-    The lowest validation perplexity wins among the soft candidates (the ``eta`` values asked for), and among
-    the drawn ones; the best drawn candidate is kept unless the best soft one beats it by more than
+    The lowest validation perplexity wins among the soft candidates (the methods and ``eta`` values tried), and
+    among the drawn ones; the best drawn candidate is kept unless the best soft one beats it by more than
     :data:`DRAWN_MARGIN_SE` paired standard errors: on the corpora measured the drawn sweeps helped or tied,
     and a few dozen validation documents cannot tell differences of a percent apart. A drawn run whose best
     state is its start (every state after its drawn sweeps scored worse) drew nothing worth keeping: it is not
     a candidate then, whatever its score (the start's, which the soft run's scores can only improve on).
     """
     scores = [r.best_seen if math.isfinite(r.best_seen) else math.inf for r in runs]
-    soft = [j for j, (_, drawn) in enumerate(candidates) if drawn == 0]
-    if len(candidates) == 1 or not soft:
-        return int(np.argmin(scores)), [(None, None)] * len(candidates)
+    soft = [j for j, c in enumerate(tried) if c.drawn_sweeps == 0]
+    if len(tried) == 1 or not soft:
+        return int(np.argmin(scores)), [(None, None)] * len(tried)
     best_soft = min(soft, key=scores.__getitem__)
     reference = runs[best_soft].best_seen_scores
     gains = []
@@ -61,7 +126,7 @@ def choose(candidates: list[tuple], runs: list) -> tuple[int, list[tuple[float |
             gains.append((None, None))
             continue
         gains.append(paired_gap(run.best_seen_scores[0], reference[0], reference[1]))  # ℓ − ℓ of the reference
-    drawn = [j for j in range(len(candidates)) if j not in soft and runs[j].best_sweep > 1]
+    drawn = [j for j in range(len(tried)) if j not in soft and runs[j].best_sweep > 1]
     if not drawn:
         return best_soft, gains
     best_drawn = min(drawn, key=scores.__getitem__)
@@ -78,10 +143,12 @@ def choice_line(attrs: dict) -> str | None:
     candidates = attrs.get("candidates")
     if not candidates:
         return None
+    several_methods = len({c.get("method") for c in candidates}) > 1
 
     def tried(c: dict) -> str:
         score = "not scored" if c["validation_perplexity"] is None else f"{c['validation_perplexity']:.1f}"
-        line = f"eta {eta_text(c['eta'])} with {c['drawn_sweeps']} drawn: {score}"
+        line = (f"{c['method']}, " if several_methods else "") + \
+            f"eta {eta_text(c['eta'])} with {c['drawn_sweeps']} drawn: {score}"
         if c["drawn_sweeps"] and c.get("gain_se") is not None:  # −gain: the perplexity's change, to first order
             line += f" ({-100 * c['gain']:+.2f}% ± {100 * c['gain_se']:.2f}%)"
         return line
@@ -93,7 +160,8 @@ def choice_line(attrs: dict) -> str | None:
     within_margin = bool(kept) and any(not drawn and score < min(kept) for drawn, score in scores)
     how = ("kept: the validation documents score a soft run lower, but within their paired error, and a drawn "
            "run is dropped only beyond it" if within_margin else "chosen by the validation documents")
-    return (f"eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) {how} "
+    method = f"{attrs['method']}, " if several_methods else ""
+    return (f"{method}eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) {how} "
             f"({', '.join(tried(c) for c in candidates)})")
 
 
@@ -102,28 +170,3 @@ def eta_text(value: float | str) -> str:
     return value if isinstance(value, str) else f"{value:g}"
 
 
-#: Where ``method='sampled'`` measured better than CVB0 (session 34, the benchmarks README; the same starts,
-#: held-out documents and scorer; K 20 / 50): on the NIPS papers cut into 100-word documents (42 tokens after
-#: curation) −0.9% / −6.4% with 53k documents (2.0M training tokens), −0.5% / −4.6% with 25k (0.9M), +0.6% /
-#: −0.6% with 15k, +1.4% / +1.3% with 8k, +6.0% / +4.9% with 3k; cut into 300-word ones (124 tokens) −1.3% /
-#: −2.5% with 18k (1.9M), −0.0% / −2.4% with 12k (1.3M), +1.9% / +3.1% with 3k. Worse on the corpora of long
-#: documents (NIPS papers +0.1% / +0.9%, MovieLens +1.2% / +2.3%, Reuters +1.6% / +3.4%), level on lda-20k
-#: (+0.07%), worse on 6-item baskets (+0.9%). So: at least this many training tokens, in documents of at most
-#: :data:`SAMPLED_MAX_MEAN_TOKENS` tokens on average.
-SAMPLED_MIN_TOKENS = 1_000_000
-SAMPLED_MAX_MEAN_TOKENS = 150
-
-
-def method_note(attrs: dict, root: str) -> str | None:
-    """A ``note:`` line for a model of run root ``root`` refined by CVB0 on a corpus where ``method='sampled'``
-    measured better (:data:`SAMPLED_MIN_TOKENS`, :data:`SAMPLED_MAX_MEAN_TOKENS`), from its ``attrs``, with the
-    command that refines its source so; None elsewhere."""
-    if attrs.get("params", {}).get("method") != "cvb0":
-        return None
-    docs, tokens = attrs["training"]["n_docs"], attrs["training"]["n_tokens"]
-    if not docs or tokens < SAMPLED_MIN_TOKENS or tokens / docs > SAMPLED_MAX_MEAN_TOKENS:
-        return None
-    return (f"note: {tokens:,} training tokens in documents of {tokens / docs:.0f} on average: on corpora of "
-            f"{SAMPLED_MIN_TOKENS:,} tokens or more in documents of up to {SAMPLED_MAX_MEAN_TOKENS}, the sampled "
-            f"method measured 0-6.4% lower held-out perplexity than cvb0, with broader topics, in 1-4 times "
-            f"refine's time (README): `jsmf refine {root} --model {attrs['source']['name']} --method sampled`")

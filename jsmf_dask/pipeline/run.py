@@ -32,7 +32,7 @@ from jsmf_dask.pipeline.fit_model import default_name
 from jsmf_dask.pipeline.ingest import ingest
 from jsmf_dask.pipeline.ingest_inputs import uci_vocab_for
 from jsmf_dask.pipeline.refine import default_refined_name, refine
-from jsmf_dask.pipeline.refine_candidates import choice_line, method_note
+from jsmf_dask.pipeline.refine_candidates import choice_line
 from jsmf_dask.pipeline.run_config import RunConfig, load_run_config
 
 __all__ = ["StageOutcome", "run"]
@@ -170,9 +170,8 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
             again = f", then {refit['sweeps']} more with the validation documents in training (refit)" if refit else ""
             if (chosen := choice_line(result.attrs)) is not None:
                 again += f"; {chosen}"
-            note = method_note(result.attrs, root)
-            return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s){again}",
-                    *([note] if note else []), *result.lines()]
+            return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s) of "
+                    f"{result.attrs['method']}{again}", *result.lines()]
 
         fit_fps[name] = stage(f"refine-{name}", fingerprint("refine", kwargs, ingest_fp, cooc_fp, source_fp),
                               model_path(root, name), kwargs, refine_action)

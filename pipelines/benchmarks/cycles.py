@@ -50,7 +50,7 @@ def run_corpus(name: str, k: int, variants: list[tuple[str, int, float | None]],
                          overwrite=True)
             fit_seconds = time.perf_counter() - t0
             t0 = time.perf_counter()
-            refined = refine(root, model=fitted.name, name=f"{label}-cvb0", overwrite=True)
+            refined = refine(root, model=fitted.name, name=f"{label}-cvb0", method="cvb0", overwrite=True)
             refine_seconds = time.perf_counter() - t0
             scores = evaluate(root, models=[fitted.name, refined.name])["models"]
             row = {"corpus": name, "K": k, "rectifier": rectifier, "cycles": cycles, "tol": tol,

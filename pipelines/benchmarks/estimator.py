@@ -83,7 +83,7 @@ def raw_text(runs: int, k: int, vectorizer, lda) -> dict[str, float]:
         ingest(root, [str(NIPS)], vocab_size=5000, encoding="latin-1")
         cooccur(root, validation=0.05)
         fit(root, n_topics=k, iterations=50, name="ap")
-        refine(root, model="ap", name="ap-cvb0")
+        refine(root, model="ap", name="ap-cvb0", method="cvb0")
     n = len(nips_texts())
     rates = {}
     for engine in ("threads", "local"):

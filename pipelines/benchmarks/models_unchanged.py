@@ -55,7 +55,7 @@ def run(out: Path) -> dict[str, dict[str, np.ndarray]]:
             cooccur(root, heldout=0.1, validation=0.05)
             for name, kwargs in FITS:
                 fit(root, n_topics=15, name=name, **kwargs)
-            refine(root, model="ap", name="ap-cvb0", sweeps=4, tol=1e-4)
+            refine(root, model="ap", name="ap-cvb0", method="cvb0", sweeps=4, tol=1e-4)
             compressed = str(out / f"{corpus}-rank")
             ingest(compressed, [str(path)], vocab_size=3000, **options)
             cooccur(compressed, rank=30)

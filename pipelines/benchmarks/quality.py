@@ -6,15 +6,18 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 
 * ``vb``: the previous default refine (variational Bayes, 8 sweeps, α 0.1, η 0.01);
 * ``cvb0-fixed``: CVB0 with fixed priors (α 0.1, η 0.05), up to 50 sweeps, no validation stop;
-* ``cvb0``: the default refine (CVB0, α learned, η 0.05, stopped by the validation documents; below 2,500
-  training documents they also choose between no drawn sweeps and 20);
+* ``auto``: the default refine (``method='auto'``, since session 35): ``cvb0`` below, and on a million
+  training tokens or more of short documents (150 tokens or fewer on average) ``sampled`` beside it, the one
+  the validation documents score lower kept;
+* ``cvb0``: the default refine until session 35 (CVB0, α learned, η 0.05, stopped by the validation documents;
+  below 2,500 training documents they also choose between no drawn sweeps and 20);
 * ``cvb0-a01``: the same with a fixed symmetric α 0.1;
 * ``cvb0-learned``: CVB0 with α and η learned, stopped by the validation documents;
-* ``cvb0-soft``: the default without drawn sweeps (``drawn_sweeps=0``: the default until session 21);
-* ``cvb0-drawn``: the default with 20 drawn sweeps first, always (``drawn_sweeps=20``);
-* ``cvb0-eta-chosen``: the default with η chosen among 0.01 and 0.05 by the validation documents;
+* ``cvb0-soft``: ``cvb0`` without drawn sweeps (``drawn_sweeps=0``: the default until session 21);
+* ``cvb0-drawn``: ``cvb0`` with 20 drawn sweeps first, always (``drawn_sweeps=20``);
+* ``cvb0-eta-chosen``: ``cvb0`` with η chosen among 0.01 and 0.05 by the validation documents;
 * ``cvb0-drawn-eta-chosen``: 20 drawn sweeps always, η chosen;
-* ``sampled``: the default's priors and stops with ``method='sampled'`` (each document's topics drawn by Gibbs
+* ``sampled``: ``cvb0``'s priors and stops with ``method='sampled'`` (each document's topics drawn by Gibbs
   sampling under the sweep's topics);
 
 and, on every document not held out (the validation ones too: the default
@@ -31,7 +34,8 @@ threads (the embedded default for small work would add a cluster start).
 Corpora: the NIPS papers shipped in ``pipelines/data``, Reuters from
 ``tests/data``, and, from ``--data`` (default ``../shared/data``) when present,
 the NIPS 1987–2003 bag of words and MovieLens ratings as documents; plain-LDA
-synthetic corpora ``lda-20k`` (M 20k, N 5k, K 20) and ``lda-100k`` (M 100k, N 5k, K 50), and
+synthetic corpora ``lda-20k`` (M 20k, N 5k, K 20) and ``lda-100k`` (M 100k, N 5k, K 50) of 200 tokens a
+document, ``lda-short-50k`` (M 50k, N 5k, K 20) of 40, and
 ``baskets-20k``: 20k baskets of 2–10 items drawn from a known LDA model (300 items, K 10, α 0.1,
 topics from a Dirichlet(0.05)), ingested as ``--format baskets``; ``nips-chunks``: the shipped NIPS papers
 cut into documents of 600 words (a paper's last piece kept from 200 words; 9,118 documents), a real text
@@ -62,7 +66,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = {"nips-papers": REPO / "pipelines" / "data" / "nips12-raw" / "nipstxt.tar.xz",
            "reuters": REPO / "tests" / "data" / "reuters395" / "docword.reuters395.txt.gz"}
-SYNTHETIC = {"lda-20k": (20000, 5000, 20), "lda-100k": (100000, 5000, 50)}
+#: name → (documents, words, K, mean document length) of plain-LDA corpora (topics Dirichlet(0.05), α 0.1).
+SYNTHETIC = {"lda-20k": (20000, 5000, 20, 200), "lda-100k": (100000, 5000, 50, 200),
+             "lda-short-50k": (50000, 5000, 20, 40)}
 #: name → (words per document, shortest last piece, documents kept: a sample, or None for all) of the NIPS
 #: papers cut into pieces.
 CHUNKS = {"nips-chunks": (600, 200, None), "nips-chunks-300": (300, 100, None), "nips-chunks-100": (100, 30, None),
@@ -74,13 +80,14 @@ BASKETS = {"baskets-20k": (20000, 300, 10, 2, 10)}
 REFINES = {
     "vb": {"method": "vb", "sweeps": 8, "alpha": 0.1, "eta": 0.01, "validation": 0},
     "cvb0-fixed": {"method": "cvb0", "alpha": 0.1, "eta": 0.05, "validation": 0},
-    "cvb0": {},
-    "cvb0-a01": {"alpha": 0.1},
-    "cvb0-learned": {"alpha": "auto", "eta": "auto"},
-    "cvb0-soft": {"drawn_sweeps": 0},
-    "cvb0-drawn": {"drawn_sweeps": 20},
-    "cvb0-eta-chosen": {"eta": [0.01, 0.05]},
-    "cvb0-drawn-eta-chosen": {"drawn_sweeps": 20, "eta": [0.01, 0.05]},
+    "cvb0": {"method": "cvb0"},  # the default until session 35
+    "auto": {},  # the default: cvb0, and sampled too on short documents (the validation documents choose)
+    "cvb0-a01": {"method": "cvb0", "alpha": 0.1},
+    "cvb0-learned": {"method": "cvb0", "alpha": "auto", "eta": "auto"},
+    "cvb0-soft": {"method": "cvb0", "drawn_sweeps": 0},
+    "cvb0-drawn": {"method": "cvb0", "drawn_sweeps": 20},
+    "cvb0-eta-chosen": {"method": "cvb0", "eta": [0.01, 0.05]},
+    "cvb0-drawn-eta-chosen": {"method": "cvb0", "drawn_sweeps": 20, "eta": [0.01, 0.05]},
     "sampled": {"method": "sampled"},
 }
 
@@ -141,8 +148,8 @@ def ingest_corpus(name: str, root: str, out: Path, data: Path):
     from jsmf_dask.pipeline.synth import read_truth
 
     if name in SYNTHETIC:
-        m, n, k = SYNTHETIC[name]
-        synth(root, n_docs=m, n_words=n, n_topics=k, doc_length=200, seed=1, topics_from="dirichlet", overwrite=True)
+        m, n, k, length = SYNTHETIC[name]
+        synth(root, n_docs=m, n_words=n, n_topics=k, doc_length=length, seed=1, topics_from="dirichlet", overwrite=True)
         return read_truth(root)["B"]
     if name in CHUNKS:
         path = out / f"{name}.jsonl"

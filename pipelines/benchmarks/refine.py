@@ -132,9 +132,9 @@ def nips(topics: list[int], out: Path, workers: int, gibbs_iterations: int) -> i
                                  (f"k{k}-ap", lambda: fit(root, n_topics=k, overwrite=True)),
                                  (f"k{k}-ap-vb", lambda: refine(root, model=f"k{k}-ap", method="vb", sweeps=8,
                                                                 alpha=0.1, eta=0.01, overwrite=True)),
-                                 (f"k{k}-ap-cvb0", lambda: refine(root, model=f"k{k}-ap", overwrite=True)),
+                                 (f"k{k}-ap-refined", lambda: refine(root, model=f"k{k}-ap", overwrite=True)),
                                  (f"k{k}-enn", lambda: fit(root, n_topics=k, rectifier="enn", overwrite=True)),
-                                 (f"k{k}-enn-cvb0", lambda: refine(root, model=f"k{k}-enn", overwrite=True)),
+                                 (f"k{k}-enn-refined", lambda: refine(root, model=f"k{k}-enn", overwrite=True)),
                                  (f"k{k}-gibbs", lambda: fit_gibbs(root, n_topics=k, iterations=gibbs_iterations,
                                                                    overwrite=True))):
                 t0 = time.perf_counter()
@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit-tol", type=float, default=None,
                    help="the rectifier's relative-change stop (fit --tol; default: the library's)")
     p.add_argument("--alpha", default=None, help="refine's alpha (default: the library's)")
-    p.add_argument("--method", default=None, choices=("cvb0", "vb"), help="refine's method (default: the library's)")
+    p.add_argument("--method", default=None, choices=("auto", "cvb0", "sampled", "vb"),
+                   help="refine's method (default: the library's)")
     p.add_argument("--topics-from", default="separable", choices=("separable", "dirichlet"),
                    help="the synthetic truth: planted anchors (separable) or plain LDA topics (dirichlet)")
     p.add_argument("--runs", type=int, default=3, help="repeats of our pipeline (medians reported)")

@@ -47,7 +47,7 @@ def test_topics_and_fit_take_the_same_anchor_vocabulary(tmp_path):
                  ["topics", str(REUTERS_DOCWORD), "--topics", "3", "--out", one, "--vocab-size", "500",
                   "--anchor-words", "100"]):
         assert main([*argv, "--scheduler", "threads", "--quiet"]) == 0, argv
-    for name in ("k3-ap", "k3-ap-cvb0"):
+    for name in ("k3-ap", "k3-ap-refined"):
         np.testing.assert_allclose(_B(one, name), _B(four, name), rtol=0, atol=1e-10)
     assert open_model(one, "k3-ap").attrs["anchor_words"]["n"] == 100
 
@@ -118,27 +118,27 @@ def test_topics_writes_what_the_four_commands_write_and_resumes_after_a_kill(tmp
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         for line in proc.stderr:  # killed as refine starts: ingest, cooccur and fit are committed
-            if line.startswith("[refine-k5-ap-cvb0] running"):
+            if line.startswith("[refine-k5-ap-refined] running"):
                 proc.send_signal(signal.SIGKILL)
                 break
     finally:
         proc.wait(timeout=300)
     assert proc.returncode == -signal.SIGKILL
-    assert not (tmp_path / "one" / "model.zarr" / "k5-ap-cvb0").exists()
+    assert not (tmp_path / "one" / "model.zarr" / "k5-ap-refined").exists()
 
     capsys.readouterr()
     assert main(["topics", str(REUTERS_DOCWORD), "--topics", "5", "--out", one, "--vocab-size", "500"]) == 0
     captured = capsys.readouterr()
     for stage in ("ingest", "cooccur", "fit-k5-ap"):
         assert f"[{stage}] up to date, skipped" in captured.err
-    assert "[refine-k5-ap-cvb0] ran in" in captured.err
+    assert "[refine-k5-ap-refined] ran in" in captured.err
     assert "3 up to date" in captured.out and captured.out.count("\n") > 5  # the topics, then the summary
-    for name in ("k5-ap", "k5-ap-cvb0"):
+    for name in ("k5-ap", "k5-ap-refined"):
         np.testing.assert_allclose(_B(one, name), _B(four, name), rtol=0, atol=1e-10)
     # topics counts C without D2 (nothing on its route reads it); evaluate's coherence is the same without it
     assert "D2" not in open_cooccurrence(f"{one}/cooc.zarr").group
     assert "D2" in open_cooccurrence(f"{four}/cooc.zarr").group
-    coherence = [evaluate(r, models=["k5-ap-cvb0"])["models"]["k5-ap-cvb0"]["original_C"]["coherence"]
+    coherence = [evaluate(r, models=["k5-ap-refined"])["models"]["k5-ap-refined"]["original_C"]["coherence"]
                  for r in (one, four)]
     assert coherence[0] == pytest.approx(coherence[1], rel=1e-12)
 

@@ -340,7 +340,7 @@ def test_stages_wait_for_a_worker_that_arrives_late(bare_scheduler, corpus, tmp_
             timer.join()
         assert time.monotonic() - t0 >= 2.5
         assert f"waiting for 1 worker(s) to register with {address}" in capsys.readouterr().err
-    for name in ("k6-ap", "k6-ap-cvb0"):
+    for name in ("k6-ap", "k6-ap-refined"):
         np.testing.assert_allclose(open_model(root, name).arrays["B"], open_model(str(corpus), name).arrays["B"],
                                    rtol=0, atol=1e-10)
     np.testing.assert_allclose(open_model(str(tmp_path / "run"), "k5-ap").arrays["B"],

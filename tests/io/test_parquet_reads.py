@@ -43,9 +43,9 @@ with dask.config.set({{"jsmf.progress": False, "scheduler": "threads"}}):
     fit({str(root)!r}, n_topics=4, iterations=5)
     refine({str(root)!r}, model="k4-ap", sweeps=2)
     evaluate({str(root)!r})
-    transform({str(root)!r}, [{str(tmp_path / "docword.a.txt")!r}], model="k4-ap-cvb0",
+    transform({str(root)!r}, [{str(tmp_path / "docword.a.txt")!r}], model="k4-ap-refined",
               output={str(tmp_path / "theta")!r})
-    load_model({str(root)!r}, "k4-ap-cvb0").save({str(saved)!r})
+    load_model({str(root)!r}, "k4-ap-refined").save({str(saved)!r})
     load_model({str(saved)!r})
 print("pyarrow.dataset" in sys.modules)
 """

@@ -91,7 +91,7 @@ def test_estimator_refines_by_default_and_stores_both_models(synthetic_root):
     model = RectifiedAnchorWords(n_components=5, max_iter=40, validation_fraction=0).fit_root(
         synthetic_root, name="est", overwrite=True)
     spectral = open_model(str(synthetic_root), "est")
-    refined = open_model(str(synthetic_root), "est-cvb0")
+    refined = open_model(str(synthetic_root), "est-refined")
     np.testing.assert_allclose(model.spectral_components_, spectral.arrays["B"].T, atol=1e-15)
     np.testing.assert_allclose(model.components_, refined.arrays["B"].T, atol=1e-15)
     np.testing.assert_allclose(model.topic_topic_, refined.arrays["A"], atol=1e-15)
@@ -99,7 +99,7 @@ def test_estimator_refines_by_default_and_stores_both_models(synthetic_root):
     # the same as the refine function with the configured default number of sweeps
     again = refine(str(synthetic_root), model="est", name="again")
     np.testing.assert_allclose(model.components_, again.B.T, atol=1e-12)
-    with pytest.raises(InvalidParameterError, match="refine='cvb0' needs the documents"):
+    with pytest.raises(InvalidParameterError, match="refine='auto' needs the documents"):
         RectifiedAnchorWords(n_components=2).fit_cooccurrence(np.ones((4, 4)))
 
 

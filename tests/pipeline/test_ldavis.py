@@ -44,12 +44,12 @@ def _embedded(html: str) -> dict:
 
 
 def test_inputs_are_the_models_topics_its_documents_weights_and_the_term_frequencies(root):
-    inputs = ldavis_inputs(str(root), "ap-cvb0")
-    B = open_model(str(root), "ap-cvb0").arrays["B"]
+    inputs = ldavis_inputs(str(root), "ap-refined")
+    B = open_model(str(root), "ap-refined").arrays["B"]
     floored = np.maximum(B.T, PROBABILITY_FLOOR)
     np.testing.assert_allclose(inputs["topic_term_dists"], floored / floored.sum(axis=1, keepdims=True), rtol=1e-15)
     np.testing.assert_allclose(inputs["topic_term_dists"].sum(axis=1), 1.0, rtol=1e-12)
-    parts = sorted((root / "model.zarr" / "ap-cvb0" / "doc_topics").glob("*.parquet"))  # corpus order
+    parts = sorted((root / "model.zarr" / "ap-refined" / "doc_topics").glob("*.parquet"))  # corpus order
     table = pa.concat_tables([read_parquet(str(p)) for p in parts])
     lengths = np.asarray(table.column("n_tokens"))
     theta = np.array(table.column("topics").to_pylist())
@@ -61,11 +61,11 @@ def test_inputs_are_the_models_topics_its_documents_weights_and_the_term_frequen
 
 
 def test_html_loads_with_every_topic_and_the_models_top_words(root):
-    url = export_ldavis(str(root), model="ap-cvb0")
-    assert url == ldavis_path(str(root), "ap-cvb0")
-    data = _embedded((root / "report" / "ldavis-ap-cvb0.html").read_text())
+    url = export_ldavis(str(root), model="ap-refined")
+    assert url == ldavis_path(str(root), "ap-refined")
+    data = _embedded((root / "report" / "ldavis-ap-refined.html").read_text())
     assert sorted(data["mdsDat"]["topics"]) == [1, 2, 3, 4]  # one circle per topic, in the model's order
-    B = open_model(str(root), "ap-cvb0").arrays["B"]
+    B = open_model(str(root), "ap-refined").arrays["B"]
     words = read_vocabulary(str(root / "corpus")).column("word").to_pylist()
     listed = {(c, t) for c, t in zip(data["tinfo"]["Category"], data["tinfo"]["Term"], strict=True)}
     for k in range(4):
@@ -81,9 +81,9 @@ def test_a_spectral_model_needs_infer_under_it_first(root):
     inputs = ldavis_inputs(str(root), "ap")
     lengths = np.asarray(table.column("n_tokens"))
     np.testing.assert_allclose(inputs["doc_topic_dists"], np.array(table.column("topics").to_pylist())[lengths > 0])
-    infer(str(root), model="ap-cvb0", overwrite=True)  # another model's weights: beside these, not over them
+    infer(str(root), model="ap-refined", overwrite=True)  # another model's weights: beside these, not over them
     np.testing.assert_array_equal(ldavis_inputs(str(root), "ap")["doc_topic_dists"], inputs["doc_topic_dists"])
-    assert read_doc_topics(str(root), "ap-cvb0").num_rows == table.num_rows
+    assert read_doc_topics(str(root), "ap-refined").num_rows == table.num_rows
 
 
 def test_an_old_roots_single_doc_topics_moves_to_its_models_directory(root, tmp_path):
@@ -102,9 +102,10 @@ def test_an_old_roots_single_doc_topics_moves_to_its_models_directory(root, tmp_
 
 
 def test_cli_writes_the_view_beside_the_report_and_refuses_without_pyldavis(root, capsys, monkeypatch):
-    assert main(["report", str(root), "--model", "ap-cvb0", "--ldavis", "--scheduler", "synchronous", "--quiet"]) == 0
+    argv = ["report", str(root), "--model", "ap-refined", "--ldavis", "--scheduler", "synchronous", "--quiet"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
-    assert f"pyLDAvis view of ap-cvb0: {ldavis_path(str(root), 'ap-cvb0')}" in out
+    assert f"pyLDAvis view of ap-refined: {ldavis_path(str(root), 'ap-refined')}" in out
     # a model without document weights: refused before any work, the report as it was, the fix named
     before = (root / "report" / "report.html").read_bytes()
     import shutil
@@ -116,7 +117,7 @@ def test_cli_writes_the_view_beside_the_report_and_refuses_without_pyldavis(root
     assert (root / "report" / "report.html").read_bytes() == before
     (root / "report" / "report.html").unlink()
     monkeypatch.setitem(sys.modules, "pyLDAvis", None)  # as if not installed
-    assert main(["report", str(root), "--model", "ap-cvb0", "--ldavis", "--scheduler", "synchronous"]) == 1
+    assert main(["report", str(root), "--model", "ap-refined", "--ldavis", "--scheduler", "synchronous"]) == 1
     assert "needs pyLDAvis: pip install" in capsys.readouterr().err
     assert not (root / "report" / "report.html").exists()  # refused before any work
 
@@ -133,8 +134,8 @@ def test_the_view_renders_offline_in_headless_chromium(root, tmp_path):
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (make test installs Debian's chromium where it is missing)")
         pytest.skip("chromium is not installed here: `make browser` installs it")
-    url = export_ldavis(str(root), model="ap-cvb0")
-    html = (root / "report" / "ldavis-ap-cvb0.html").read_text()
+    url = export_ldavis(str(root), model="ap-refined")
+    html = (root / "report" / "ldavis-ap-refined.html").read_text()
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=", html)  # nothing fetched
     done = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",

@@ -16,7 +16,14 @@ from jsmf_dask.io.parquet import read_parquet, read_parquet_dir
 from jsmf_dask.kernels.metrics import match_topics
 from jsmf_dask.pipeline.infer import read_doc_topics
 from jsmf_dask.pipeline.refine import REFIT_SWEEPS, refine
-from jsmf_dask.pipeline.refine_candidates import SAMPLED_MAX_MEAN_TOKENS, SAMPLED_MIN_TOKENS, choice_line, method_note
+from jsmf_dask.pipeline.refine_candidates import (
+    SAMPLED_MAX_MEAN_TOKENS,
+    SAMPLED_MIN_TOKENS,
+    Candidate,
+    auto_methods,
+    candidates,
+    choice_line,
+)
 from jsmf_dask.pipeline.refine_sweeps import IMPROVEMENT, PATIENCE, SWEEP_GROUPS
 from jsmf_dask.pipeline.synth import read_truth
 from tests.conftest import listing
@@ -466,26 +473,26 @@ def test_choice_line_says_when_the_drawn_run_stands_within_the_margin():
         "eta 0.05 with 0 drawn sweep(s) chosen by the validation documents (")
 
 
-def test_method_note_names_the_sampled_method_only_where_it_measured_better():
-    """A CVB0 refine of at least SAMPLED_MIN_TOKENS training tokens in documents of at most SAMPLED_MAX_MEAN_TOKENS
-    on average gets the note, with the command that refines its source so; fewer tokens, longer documents or
-    another method do not."""
-    def attrs(method: str, docs: int, tokens: int) -> dict:
-        return {"params": {"method": method}, "training": {"n_docs": docs, "n_tokens": tokens},
-                "source": {"name": "k50-ap"}}
-
-    note = method_note(attrs("cvb0", 47_970, 2_007_037), "runs/posts")
-    assert note == ("note: 2,007,037 training tokens in documents of 42 on average: on corpora of 1,000,000 tokens "
-                    "or more in documents of up to 150, the sampled method measured 0-6.4% lower held-out "
-                    "perplexity than cvb0, with broader topics, in 1-4 times refine's time (README): "
-                    "`jsmf refine runs/posts --model k50-ap --method sampled`")
-    edge = -(-SAMPLED_MIN_TOKENS // SAMPLED_MAX_MEAN_TOKENS)  # documents of just under the longest mean length
-    assert method_note(attrs("cvb0", edge, SAMPLED_MIN_TOKENS), "r")
-    assert method_note(attrs("cvb0", 10_000, SAMPLED_MIN_TOKENS - 1), "r") is None  # too few tokens
-    assert method_note(attrs("cvb0", 1_740, 1_674_445), "r") is None  # the NIPS papers: long documents
-    assert method_note(attrs("sampled", 47_970, 2_007_037), "r") is None
-    assert method_note(attrs("vb", 47_970, 2_007_037), "r") is None
-    assert method_note(attrs("cvb0", 0, 0), "r") is None
+def test_auto_tries_the_sampled_method_only_on_a_corpus_of_short_documents_with_validation_documents():
+    """'auto' is CVB0, and CVB0 and sampled side by side on at least SAMPLED_MIN_TOKENS training tokens in documents
+    of at most SAMPLED_MAX_MEAN_TOKENS on average, with validation documents to choose between them; not with CVB0's
+    drawn sweeps asked for. Each method gets its own candidates: CVB0's drawn ones on a small corpus only."""
+    short = {"training_tokens": 2_007_037, "mean_tokens": 41.8}  # the 100-word NIPS pieces (session 34)
+    assert auto_methods("auto", 0.05, **short) == ["cvb0", "sampled"]
+    assert auto_methods(0, 0.05, **short) == ["cvb0", "sampled"]
+    assert auto_methods(20, 0.05, **short) == ["cvb0"]  # CVB0's drawn sweeps asked for
+    assert auto_methods("auto", 0.0, **short) == ["cvb0"]  # nothing to choose by
+    assert auto_methods("auto", 0.05, SAMPLED_MIN_TOKENS, SAMPLED_MAX_MEAN_TOKENS) == ["cvb0", "sampled"]  # edges
+    assert auto_methods("auto", 0.05, SAMPLED_MIN_TOKENS - 1, 41.8) == ["cvb0"]  # too few tokens
+    assert auto_methods("auto", 0.05, 1_674_445, 962.0) == ["cvb0"]  # the NIPS papers: long documents
+    kwargs = {"sweeps": 50, "validation": 0.05, "small_corpus": False} | short
+    assert candidates("auto", [0.05], "auto", **kwargs) == [Candidate("cvb0", 0.05, 0), Candidate("sampled", 0.05, 0)]
+    assert candidates("auto", [0.01, 0.05], "auto", **kwargs | {"training_tokens": 10}) == [
+        Candidate("cvb0", 0.01, 0), Candidate("cvb0", 0.05, 0)]
+    assert candidates("auto", [0.05], "auto", **kwargs | {"small_corpus": True, "training_tokens": 10}) == [
+        Candidate("cvb0", 0.05, 0), Candidate("cvb0", 0.05, 20)]
+    assert candidates("vb", [0.05], "auto", **kwargs) == [Candidate("vb", 0.05, 0)]
+    assert candidates("sampled", [0.05], 0, **kwargs) == [Candidate("sampled", 0.05, 0)]
 
 
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
@@ -665,27 +672,45 @@ def test_cli_refine_without_validation_documents_says_what_they_would_do(tmp_pat
     assert "(stopped by sweeps; validation off)" in out and NO_VALIDATION_NOTE not in out
 
 
-def test_cli_refine_names_the_sampled_method_where_it_measured_better(tmp_path, capsys, monkeypatch):
-    """`jsmf refine` by CVB0 of a corpus in the band where the sampled method measured better prints the note with
-    the command; with the band's token count above the corpus's, or by the sampled method itself, it does not.
-    (400 documents of 50 tokens: 18,000 training tokens, the band's floor lowered to them.)"""
-    import jsmf_dask.pipeline.refine_candidates as candidates
+def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_root, monkeypatch, capsys):
+    """On a corpus of short documents (the band lowered to this one's 4,250-odd training documents of 60 tokens)
+    'auto' runs CVB0 and the sampled method from the same start in lockstep and keeps the one whose validation
+    documents score lower: the very model of that method alone; the model records the method run and both
+    candidates' scores, and so does `jsmf refine`'s line. Outside the band it is CVB0's model."""
+    import jsmf_dask.pipeline.refine_candidates as candidates_module
     from jsmf_dask.cli import main
+    from jsmf_dask.pipeline.refine import default_refined_name
 
-    _small_root_without_validation(tmp_path)
-    argv = ["refine", str(tmp_path), "--model", "k3", "--sweeps", "2", "--scheduler", "synchronous", "--quiet"]
-    monkeypatch.setattr(candidates, "SAMPLED_MIN_TOKENS", 10_000)
+    assert default_refined_name("k20-ap") == "k20-ap-refined"  # its method depends on the corpus
+    assert default_refined_name("k20-ap", "cvb0") == "k20-ap-cvb0"
+
+    monkeypatch.setattr(candidates_module, "SAMPLED_MIN_TOKENS", 10_000)
+    monkeypatch.setattr(candidates_module, "SAMPLED_MAX_MEAN_TOKENS", 1_000)
+    seen = []
+    both = refine(plain_lda_root, model="ap", name="methods-both", sweeps=6, refit="never", on_sweep=seen.append)
+    assert both.attrs["params"]["method"] == "auto"
+    cvb0, sampled = both.attrs["candidates"]
+    assert (cvb0["method"], sampled["method"]) == ("cvb0", "sampled")
+    lower = min((cvb0, sampled), key=lambda c: c["validation_perplexity"])
+    assert both.attrs["method"] == both.attrs["params"]["rectifier"] == lower["method"]
+    assert {r.candidate for r in seen} == {"cvb0, eta 0.05, 0 drawn", "sampled, eta 0.05, 0 drawn"}
+    assert choice_line(both.attrs).startswith(f"{lower['method']}, eta 0.05 with 0 drawn sweep(s) chosen by the "
+                                              "validation documents (cvb0, eta 0.05 with 0 drawn: ")
+    alone = refine(plain_lda_root, model="ap", name="methods-alone", method=lower["method"], sweeps=6, refit="never")
+    np.testing.assert_array_equal(alone.B, both.B)
+    np.testing.assert_array_equal(open_model(plain_lda_root, "methods-alone").arrays["alpha"],
+                                  open_model(plain_lda_root, "methods-both").arrays["alpha"])
+    argv = ["refine", str(plain_lda_root), "--model", "ap", "--sweeps", "6", "--refit", "never", "--name",
+            "methods-cli", "--scheduler", "synchronous", "--quiet"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "the sampled method measured 0-6.4% lower held-out perplexity than cvb0" in out
-    assert f"`jsmf refine {tmp_path} --model k3 --method sampled`\n" in out
-    assert main([*argv, "--method", "sampled"]) == 0
-    out = capsys.readouterr().out
-    assert "model k3-sampled: 3 topics refined from k3 by 2 sweep(s) of sampled" in out
-    assert "the sampled method measured" not in out
-    monkeypatch.setattr(candidates, "SAMPLED_MIN_TOKENS", 10**9)
-    assert main([*argv, "--overwrite"]) == 0
-    assert "the sampled method measured" not in capsys.readouterr().out
+    assert f"model methods-cli: 5 topics refined from ap by {both.n_iter} sweep(s) of {lower['method']} " in out
+    assert f"; {choice_line(both.attrs)}" in out
+    monkeypatch.setattr(candidates_module, "SAMPLED_MIN_TOKENS", 10**9)
+    outside = refine(plain_lda_root, model="ap", name="methods-outside", sweeps=6, refit="never")
+    cvb0_alone = refine(plain_lda_root, model="ap", name="methods-cvb0", method="cvb0", sweeps=6, refit="never")
+    assert outside.attrs["method"] == "cvb0" and outside.attrs["candidates"] is None
+    np.testing.assert_array_equal(outside.B, cvb0_alone.B)
 
 
 def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
@@ -898,6 +923,11 @@ def test_eta_candidates_are_chosen_by_the_validation_documents(plain_lda_root):
     assert scores[5.0] != pytest.approx(scores[0.01], rel=1e-3)  # a real choice between them
 
 
+def _cvb0(*pairs: tuple[float, int]) -> list[Candidate]:
+    """CVB0 candidates of these (η, drawn sweeps)."""
+    return [Candidate("cvb0", eta, drawn) for eta, drawn in pairs]
+
+
 def _candidate_run(doc_loglik, doc_tokens, best_sweep=5):
     from types import SimpleNamespace
 
@@ -925,25 +955,25 @@ def test_the_drawn_candidate_is_kept_unless_the_soft_one_is_better_beyond_the_pa
     runs = {name: _candidate_run(v, n) for name, v in
             {"soft": soft, "worse": worse_soft, "loss": clear_loss, "better": better, "noisy": noisy}.items()}
 
-    j, gains = choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["loss"]])
+    j, gains = choose(_cvb0((0.05, 0), (0.05, 20)), [runs["soft"], runs["loss"]])
     assert j == 0 and gains[0] == (0.0, 0.0)
     assert gains[1][0] == pytest.approx(-0.01, rel=1e-9) and gains[1][1] == pytest.approx(0.0, abs=1e-12)
 
-    j, gains = choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["noisy"]])
+    j, gains = choose(_cvb0((0.05, 0), (0.05, 20)), [runs["soft"], runs["noisy"]])
     assert runs["noisy"].best_seen > runs["soft"].best_seen and gains[1][0] == pytest.approx(-0.01, rel=1e-9)
     assert gains[1][1] * DRAWN_MARGIN_SE > 0.01 and j == 1
-    assert choose([(0.05, 0), (0.05, 20)], [runs["soft"], runs["better"]])[0] == 1
+    assert choose(_cvb0((0.05, 0), (0.05, 20)), [runs["soft"], runs["better"]])[0] == 1
     # a drawn run that returns its start drew nothing worth keeping, whatever its score
-    assert choose([(0.05, 0), (0.05, 20)], [runs["soft"], _candidate_run(better, n, best_sweep=1)])[0] == 0
+    assert choose(_cvb0((0.05, 0), (0.05, 20)), [runs["soft"], _candidate_run(better, n, best_sweep=1)])[0] == 0
 
     # η candidates (soft): the lower perplexity, and the drawn ones are measured against that one
-    j, gains = choose([(0.01, 0), (0.05, 0), (0.05, 20)], [runs["worse"], runs["soft"], runs["loss"]])
+    j, gains = choose(_cvb0((0.01, 0), (0.05, 0), (0.05, 20)), [runs["worse"], runs["soft"], runs["loss"]])
     assert j == 1 and gains[0][0] == pytest.approx(-0.02, rel=1e-9) and gains[2][0] == pytest.approx(-0.01)
-    j, gains = choose([(0.01, 0), (0.05, 0), (0.01, 20), (0.05, 20)],
+    j, gains = choose(_cvb0((0.01, 0), (0.05, 0), (0.01, 20), (0.05, 20)),
                        [runs["worse"], runs["soft"], runs["loss"], runs["better"]])
     assert j == 3
-    assert choose([(0.01, 0), (0.05, 0)], [runs["soft"], runs["worse"]])[0] == 0
-    j, gains = choose([(0.01, 20), (0.05, 20)], [runs["soft"], runs["better"]])  # no soft candidate
+    assert choose(_cvb0((0.01, 0), (0.05, 0)), [runs["soft"], runs["worse"]])[0] == 0
+    j, gains = choose(_cvb0((0.01, 20), (0.05, 20)), [runs["soft"], runs["better"]])  # no soft candidate
     assert j == 1 and gains == [(None, None), (None, None)]
 
 
@@ -953,13 +983,14 @@ def test_drawn_sweeps_auto_lets_the_validation_documents_choose_below_the_refit_
     DRAWN_SWEEPS — and the validation documents keep the better: the very model of that choice alone. None on a
     larger corpus, for VB, with fewer sweeps or without validation documents."""
     import jsmf_dask.pipeline.refine as refine_module
+    import jsmf_dask.pipeline.refine_candidates as candidates_module
     from jsmf_dask.pipeline.refine_candidates import DRAWN_MARGIN_SE
 
     large = refine(plain_lda_root, model="ap", name="auto-large", sweeps=45, refit="never")
     assert large.attrs["drawn_sweeps"] == 0 and large.attrs["candidates"] is None
     assert large.attrs["params"]["drawn_sweeps"] == "auto"
     monkeypatch.setattr(refine_module, "REFIT_MAX_DOCS", 5000)  # 4,250-odd training documents: small now
-    monkeypatch.setattr(refine_module, "DRAWN_SWEEPS", 3)
+    monkeypatch.setattr(candidates_module, "DRAWN_SWEEPS", 3)
     seen = []
     small = refine(plain_lda_root, model="ap", name="auto-small", sweeps=8, refit="never", on_sweep=seen.append)
     soft, drawn = small.attrs["candidates"]

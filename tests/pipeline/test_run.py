@@ -99,20 +99,20 @@ def test_refine_stage_is_resumable_and_follows_its_source(tmp_path):
     config.write_text(CONFIG.format(iterations=20).replace("[evaluate]", "[[refine]]\nmodel = \"k5-ap\"\nsweeps = 2\n\n[evaluate]")
                       .replace("[cooccur]", "[cooccur]\nheldout = 0.2"))
     status = _status(run(config))
-    assert status["refine-k5-ap-cvb0"] == "ran"
-    m = open_model(str(tmp_path / "run"), "k5-ap-cvb0")
+    assert status["refine-k5-ap-refined"] == "ran"
+    m = open_model(str(tmp_path / "run"), "k5-ap-refined")
     assert m.attrs["n_iter"] == 2 and m.attrs["params"]["source"] == "k5-ap" and m.attrs["heldout_fraction"] == 0.2
     assert set(_status(run(config)).values()) == {"skipped"}
     # a changed source model redoes the refinement and what reads it
     config.write_text(config.read_text().replace("iterations = 20", "iterations = 22"))
     status = _status(run(config))
-    assert status["fit-k5-ap"] == status["refine-k5-ap-cvb0"] == status["evaluate"] == "ran"
+    assert status["fit-k5-ap"] == status["refine-k5-ap-refined"] == status["evaluate"] == "ran"
     assert status["ingest"] == status["cooccur"] == "skipped"
     # a changed refine parameter redoes only the refinement and its readers
     config.write_text(config.read_text().replace("sweeps = 2", "sweeps = 3"))
     status = _status(run(config))
-    assert status["refine-k5-ap-cvb0"] == "ran" and status["fit-k5-ap"] == "skipped"
-    assert open_model(str(tmp_path / "run"), "k5-ap-cvb0").attrs["n_iter"] == 3
+    assert status["refine-k5-ap-refined"] == "ran" and status["fit-k5-ap"] == "skipped"
+    assert open_model(str(tmp_path / "run"), "k5-ap-refined").attrs["n_iter"] == 3
     with pytest.raises(ConfigError, match=r"\[\[refine\]\] #1: missing required key 'model'"):
         bad = tmp_path / "bad.toml"
         bad.write_text('root = "run"\n[[refine]]\nsweeps = 2\n')
@@ -134,11 +134,11 @@ def test_fit_and_refine_stages_report_their_cycles_and_sweeps(tmp_path, capsys):
     cycles, sweeps = [], []
     outcomes = run(config, on_cycle=cycles.append, on_sweep=sweeps.append)
     assert [c.cycle for c in cycles] == list(range(1, 7)) and {c.of for c in cycles} == {6}
-    refined = open_model(str(tmp_path / "run"), "k5-ap-cvb0")
+    refined = open_model(str(tmp_path / "run"), "k5-ap-refined")
     chosen = refined.attrs["refit"]["sweeps"]
     assert [s.phase for s in sweeps] == ["refine"] * refined.attrs["n_iter"] + ["refit"] * chosen
-    line = next(o for o in outcomes if o.stage == "refine-k5-ap-cvb0").lines[0]
-    assert line.endswith(f"by {refined.attrs['n_iter']} sweep(s), then {chosen} more with the validation "
+    line = next(o for o in outcomes if o.stage == "refine-k5-ap-refined").lines[0]
+    assert line.endswith(f"by {refined.attrs['n_iter']} sweep(s) of cvb0, then {chosen} more with the validation "
                          "documents in training (refit)")
     capsys.readouterr()
     assert main(["run", str(config), "--scheduler", "synchronous", "--force"]) == 0
