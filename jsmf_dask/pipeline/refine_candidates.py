@@ -139,14 +139,18 @@ def choose(tried: list[Candidate], runs: list) -> tuple[int, list[tuple[float | 
 def choice_line(attrs: dict) -> str | None:
     """What the validation documents chose among a refined model's candidates (``attrs['candidates']``), with
     every candidate's validation perplexity and a drawn one's change against the best soft one (relative, ± its
-    paired standard error); None for a model refined without candidates."""
+    paired standard error); None for a model refined without candidates. Candidates that differ by their method
+    alone (``method='auto'``) are named by it."""
     candidates = attrs.get("candidates")
     if not candidates:
         return None
     several_methods = len({c.get("method") for c in candidates}) > 1
+    methods_only = len({(eta_text(c["eta"]), c["drawn_sweeps"]) for c in candidates}) == 1  # 'auto' alone
 
     def tried(c: dict) -> str:
         score = "not scored" if c["validation_perplexity"] is None else f"{c['validation_perplexity']:.1f}"
+        if several_methods and methods_only:
+            return f"{c['method']}: {score}"
         line = (f"{c['method']}, " if several_methods else "") + \
             f"eta {eta_text(c['eta'])} with {c['drawn_sweeps']} drawn: {score}"
         if c["drawn_sweeps"] and c.get("gain_se") is not None:  # −gain: the perplexity's change, to first order
@@ -160,6 +164,8 @@ def choice_line(attrs: dict) -> str | None:
     within_margin = bool(kept) and any(not drawn and score < min(kept) for drawn, score in scores)
     how = ("kept: the validation documents score a soft run lower, but within their paired error, and a drawn "
            "run is dropped only beyond it" if within_margin else "chosen by the validation documents")
+    if several_methods and methods_only:
+        return f"{attrs['method']} {how} ({', '.join(tried(c) for c in candidates)})"
     method = f"{attrs['method']}, " if several_methods else ""
     return (f"{method}eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) {how} "
             f"({', '.join(tried(c) for c in candidates)})")

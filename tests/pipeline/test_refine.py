@@ -694,8 +694,12 @@ def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_ro
     lower = min((cvb0, sampled), key=lambda c: c["validation_perplexity"])
     assert both.attrs["method"] == both.attrs["params"]["rectifier"] == lower["method"]
     assert {r.candidate for r in seen} == {"cvb0, eta 0.05, 0 drawn", "sampled, eta 0.05, 0 drawn"}
-    assert choice_line(both.attrs).startswith(f"{lower['method']}, eta 0.05 with 0 drawn sweep(s) chosen by the "
-                                              "validation documents (cvb0, eta 0.05 with 0 drawn: ")
+    assert choice_line(both.attrs) == (f"{lower['method']} chosen by the validation documents (cvb0: "
+                                       f"{cvb0['validation_perplexity']:.1f}, sampled: "
+                                       f"{sampled['validation_perplexity']:.1f})")
+    with_etas = both.attrs | {"candidates": [c | {"eta": e} for c in (cvb0, sampled) for e in (0.01, 0.05)]}
+    assert choice_line(with_etas).startswith(f"{lower['method']}, eta 0.05 with 0 drawn sweep(s) chosen by the "
+                                             "validation documents (cvb0, eta 0.01 with 0 drawn: ")
     alone = refine(plain_lda_root, model="ap", name="methods-alone", method=lower["method"], sweeps=6, refit="never")
     np.testing.assert_array_equal(alone.B, both.B)
     np.testing.assert_array_equal(open_model(plain_lda_root, "methods-alone").arrays["alpha"],
