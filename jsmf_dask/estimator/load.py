@@ -25,7 +25,7 @@ def load_model(root_or_path: str | os.PathLike, name: str | None = None):
         run root (local path or fsspec URL) with fitted models.
     name : str, optional
         The model under the run root (required when it holds more than one).
-        A refined model (``k20-ap-cvb0``) is loaded with its spectral source.
+        A refined model (``k20-ap-refined``) is loaded with its spectral source.
 
     Returns
     -------
