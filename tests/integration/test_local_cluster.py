@@ -60,8 +60,10 @@ def test_cli_on_the_embedded_local_cluster(tmp_path):
 
 
 @pytest.mark.slow
-def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
-    """Determinism: C, the fitted and the refined model agree to 1e-10 across worker counts, tile and row-group sizes."""
+def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path, monkeypatch):
+    """Determinism: C, the fitted and the refined models agree to 1e-10 across worker counts, tile and row-group
+    sizes, and so does the default refine's choice between CVB0 and the sampled method."""
+    import jsmf_dask.pipeline.refine_candidates as candidates_module
     from jsmf_dask import fit, open_model, refine
     from jsmf_dask.io.parquet import read_parquet_dir
 
@@ -79,18 +81,26 @@ def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path):
             refine(root, model="source", sweeps=4, drawn_sweeps=2, name="drawn", refit="never")
             # every sweep draws each document's topics (seeded the same way), with α learned from the draws
             refine(root, model="source", sweeps=3, method="sampled", name="sampled")
+            # the default method with Reuters inside its band of short documents: CVB0 and sampled side by side
+            with monkeypatch.context() as band:
+                band.setattr(candidates_module, "SAMPLED_MIN_TOKENS", 1)
+                band.setattr(candidates_module, "SAMPLED_MAX_MEAN_TOKENS", 10**6)
+                auto = refine(root, model="source", sweeps=3, name="auto", refit="never")
+            assert [c["method"] for c in auto.attrs["candidates"]] == ["cvb0", "sampled"]
         theta = read_parquet_dir(str(root / "model.zarr" / "refined" / "doc_topics"))
         results.append((open_cooccurrence(f"{root}/cooc.zarr").C[:], open_model(str(root), "k8-ap"),
                         open_model(str(root), "refined"), theta, open_model(str(root), "drawn"),
-                        open_model(str(root), "sampled")))
-    C0, m0, r0, t0, d0, s0 = results[0]
+                        open_model(str(root), "sampled"), open_model(str(root), "auto")))
+    C0, m0, r0, t0, d0, s0, a0 = results[0]
     attrs = open_cooccurrence(f"{tmp_path}/w1/cooc.zarr").attrs
     # the refit (refit='auto', 300-odd documents) trained on the validation documents too: every document but the
     # held-out ones has its weights, and the refit's sweeps are in every comparison below
     assert len(t0) == 395 - attrs["n_docs_heldout"] and attrs["n_docs_validation"] > 0
     assert r0.attrs["refit"]["sweeps"] == 3
-    for C, m, r, t, d, sampled in results[1:]:
+    for C, m, r, t, d, sampled, auto in results[1:]:
         np.testing.assert_allclose(d.group["lambda"][...], d0.group["lambda"][...], rtol=1e-10, atol=0)
+        assert auto.attrs["method"] == a0.attrs["method"]  # the same choice, from the same scores
+        np.testing.assert_allclose(auto.group["lambda"][...], a0.group["lambda"][...], rtol=1e-10, atol=0)
         np.testing.assert_allclose(sampled.group["lambda"][...], s0.group["lambda"][...], rtol=1e-10, atol=0)
         np.testing.assert_allclose(sampled.arrays["alpha"], s0.arrays["alpha"], rtol=1e-10, atol=0)
         np.testing.assert_allclose(r.group["lambda"][...], r0.group["lambda"][...], rtol=1e-10, atol=0)
