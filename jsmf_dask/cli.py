@@ -114,6 +114,8 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
     kept = result.attrs["returned_state"] - 1
     if kept < result.n_iter:  # the sweeps after the validation documents' best were undone
         score += f"; kept the state after sweep {kept}, their best"
+    if result.attrs["averaged_states"] > 1:
+        score += f"; the mean of its last {result.attrs['averaged_states']} states"
     if (chosen := choice_line(result.attrs)) is not None:
         score += f"; {chosen}"
     if result.attrs.get("refit"):

@@ -248,6 +248,8 @@ MODEL_LAYOUT: dict[str, Any] = {
         "training": "refined models: {n_docs, n_tokens} trained on (with a refit, the validation documents too)",
         "bound_per_word": "refined models: the final bound (VB) or training log likelihood (CVB0) per token",
         "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
+        "averaged_states": "refined models: how many of the run's last states the word-topic counts are the mean "
+                           "of (sampled sweeps: SAMPLED_AVERAGED_STATES, each state one noisy draw; else 1)",
         "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto', chosen among "
                "candidates with a list)",
         "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run; its refit draws none)",

@@ -146,7 +146,8 @@ def refine(
         The model to start from (its ``B`` and ``A``).
     method : {'auto', 'cvb0', 'sampled', 'vb'}, default='auto'
         Zero-order collapsed variational Bayes, sampled passes (Gibbs draws of each document's topics under the
-        sweep's topics: :func:`~jsmf_dask.kernels.collapsed.sampled_step`) or variational Bayes (the README
+        sweep's topics: :func:`~jsmf_dask.kernels.collapsed.sampled_step`; the model is the mean of its last
+        :data:`~jsmf_dask.pipeline.refine_sweeps.SAMPLED_AVERAGED_STATES` states) or variational Bayes (the README
         measures them). ``'auto'``: CVB0, and on a corpus of short documents
         (:func:`~jsmf_dask.pipeline.refine_candidates.auto_methods`: a million training tokens or more in
         documents of at most 150 on average, with validation documents) the sampled method beside it, each run
@@ -310,6 +311,7 @@ def refine(
         if run.total.n_docs == 0:
             raise StoreError(f"{corpus}: no training documents (every document is held out or validation)")
         records, counts, params, stopped, best_sweep = run.records, run.counts, run.params, run.stopped, run.best_sweep
+        averaged = run.averaged
         chosen_sweeps = best_sweep - 1
         # the documents' states of the state returned (written by the sweep before the one it entered); the
         # last sweep's when it is the start (no sweep wrote it) or no longer kept
@@ -328,7 +330,7 @@ def refine(
                 again = run_sweeps(prepared, everyone, counts, scratch, alpha=None, eta=params.eta,
                                    sweeps=again_sweeps, tol=None, stop_by_validation=False,
                                    first=len(records) + 1, phase="refit", on_sweep=on_sweep)
-            counts, params = again.counts, again.params
+            counts, params, averaged = again.counts, again.params, again.averaged
             last_state = gamma_dir(scratch, len(records) + again_sweeps)
             refit_record = {"sweeps": again_sweeps, "n_docs": again.total.n_docs,
                             "seconds": time.perf_counter() - t0}
@@ -394,6 +396,7 @@ def refine(
             "stopped": stopped,
             # the state returned: entering this sweep (len(records) + 1: after the last one)
             "returned_state": best_sweep,
+            "averaged_states": averaged,  # its counts are the mean of this many last states (sampled: noisy)
             "eta": params.eta,
             "n_words": len(words),
             "vocab_hash": vocabulary_hash(words),

@@ -258,10 +258,13 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
         if len(m.trace.get("bound_per_word", [])):
             png = figures.refine_trace(m.trace)
             images["refine-trace.png"] = png
+            averaged = m.attrs.get("averaged_states", 1)
+            returned = (f"the mean of the last {averaged} states (sampled sweeps: each one noisy draw)"
+                        if averaged > 1 else
+                        f"the one entering sweep {m.attrs.get('returned_state')} (the validation documents' best)")
             sections.append(Section(f"Refinement trace ({main})", [
-                f"{m.attrs.get('n_iter')} sweep(s); stopped by {m.attrs.get('stopped')}; the state returned is the "
-                f"one entering sweep {m.attrs.get('returned_state')} (the validation documents' best)."],
-                "", {"refine trace": png}))
+                f"{m.attrs.get('n_iter')} sweep(s); stopped by {m.attrs.get('stopped')}; the state returned is "
+                f"{returned}."], "", {"refine trace": png}))
 
     if m.attrs.get("params", {}).get("rectifier") in ("ap", "enn") and len(m.trace.get("relative_change", [])):
         png = figures.ap_trace(m.trace)

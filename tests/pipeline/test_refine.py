@@ -738,6 +738,7 @@ def test_a_stop_by_validation_returns_the_best_state_it_saw(tmp_path):
     best = int(np.argmin(curve[:-1]))  # curve[s] scores the state entering sweep s + 1
     assert curve[:-1][best + 1:].min() > curve[best]  # it did get worse afterwards
     assert r.attrs["returned_state"] == best + 1 <= r.n_iter
+    assert r.attrs["averaged_states"] == 1  # one state, not a mean
     assert curve[-1] == pytest.approx(curve[best], rel=1e-9)  # the returned state's own score
     assert curve[-1] <= curve[0] and r.attrs["warnings"] == []
     # without the refit, the documents' topic weights are those of the state returned too, not of the last
@@ -1023,3 +1024,44 @@ def test_drawn_sweeps_auto_lets_the_validation_documents_choose_below_the_refit_
         other = refine(plain_lda_root, model="ap", name="auto-other", refit="never", overwrite=True,
                        **{"sweeps": 8} | kwargs)
         assert other.attrs["drawn_sweeps"] == 0 and other.attrs["candidates"] is None
+
+
+def _recording_sums(monkeypatch) -> list[np.ndarray]:
+    """Each sweep's tree-summed word–topic counts, recorded as the sweep loop forms them."""
+    import jsmf_dask.pipeline.refine_sweeps as sweeps_module
+
+    states, add_sums = [], sweeps_module.add_sums
+
+    def recorded(*parts):
+        total = add_sums(*parts)
+        states.append(total.counts.copy())
+        return total
+
+    monkeypatch.setattr(sweeps_module, "add_sums", recorded)
+    return states
+
+
+def test_a_sampled_run_returns_the_mean_of_its_last_states(plain_lda_root, monkeypatch):
+    """Each sampled state is one noisy draw of the chain: the model is the mean of the word–topic counts of the
+    last SAMPLED_AVERAGED_STATES states (never the start), whether the sweeps ran out or the validation documents
+    stopped the run (what it gains on real text is measured in the benchmarks README, session 36)."""
+    from jsmf_dask.kernels.collapsed import collapsed_topics
+    from jsmf_dask.pipeline.refine_sweeps import SAMPLED_AVERAGED_STATES
+
+    states = _recording_sums(monkeypatch)
+    run = refine(plain_lda_root, model="ap", name="sampled-mean", method="sampled", sweeps=12, tol=None,
+                 validation=0, refit="never")
+    assert len(states) == 12 and run.attrs["returned_state"] == 13
+    assert run.attrs["averaged_states"] == SAMPLED_AVERAGED_STATES
+    mean = np.mean(states[-SAMPLED_AVERAGED_STATES:], axis=0)
+    eta = run.attrs["eta"]
+    np.testing.assert_allclose(run.B, collapsed_topics(mean, eta), rtol=1e-10, atol=1e-12)
+    assert not np.allclose(run.B, collapsed_topics(states[-1], eta), rtol=1e-3)  # the states do differ
+    states.clear()  # stopped by the validation documents: still the last states' mean, after the last sweep
+    stopped = refine(plain_lda_root, model="ap", name="sampled-stopped", method="sampled", sweeps=50, tol=None,
+                     refit="never")
+    assert stopped.attrs["stopped"] == "validation" and stopped.n_iter < 50
+    assert stopped.attrs["returned_state"] == stopped.n_iter + 1
+    assert stopped.attrs["averaged_states"] == SAMPLED_AVERAGED_STATES
+    np.testing.assert_allclose(stopped.B, collapsed_topics(np.mean(states[-SAMPLED_AVERAGED_STATES:], axis=0), eta),
+                               rtol=1e-10, atol=1e-12)
