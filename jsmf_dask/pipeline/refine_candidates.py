@@ -103,7 +103,8 @@ def choose(tried: list[Candidate], runs: list) -> tuple[int, list[tuple[float | 
     ----------
     tried : list of Candidate
     runs : list of :class:`~jsmf_dask.pipeline.refine_sweeps.SweepRun`
-        Each candidate's run, in the same order (``best_seen``, ``best_seen_scores``, ``best_sweep``).
+        Each candidate's run, in the same order (``best_seen``, ``best_seen_scores``, ``best_sweep``): the
+        validation scores of the best state it could return (a sampled run's: the mean it returns).
 
     Notes
     -----

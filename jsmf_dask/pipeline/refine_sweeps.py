@@ -28,7 +28,7 @@ from jsmf_dask.io.fs import check_free_space, get_fs
 from jsmf_dask.kernels.collapsed import collapsed_topics, learn_eta, minka_alpha_step, overrelaxed_counts
 from jsmf_dask.kernels.variational import topic_bound
 from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, load_tasks, prepare_tasks, spill_tasks, \
-    sweep_tasks
+    sweep_tasks, validation_tasks
 
 __all__ = ["SweepRecord", "SweepRun", "Overrelaxation", "run_sweeps", "run_together", "sweep_loop",
            "validation_perplexity", "prepared_blocks", "PATIENCE", "IMPROVEMENT", "OVERRELAX_GROWTH",
@@ -131,8 +131,9 @@ class SweepRun:
     params: SweepParams
     stopped: str  # 'sweeps', 'tol' or 'validation'
     best_sweep: int  # the state returned: entering this sweep (len(records) + 1: after the last one)
-    best_score: float  # its validation perplexity (NaN when no validation document scored it, as a sampled run's mean)
-    best_seen: float  # the lowest validation perplexity of a state it could return (NaN: none was scored)
+    best_score: float  # its validation perplexity (NaN when no validation document scored it)
+    best_seen: float  # the lowest validation perplexity of a state it could return (a sampled run: its mean's;
+    # NaN: none was scored)
     total: object  # the last sweep's BlockSums
     averaged: int  # the states whose mean ``counts`` is (1: one state; a sampled run's last ones)
     best_seen_scores: tuple[np.ndarray, np.ndarray] | None = None  # that state's per-document validation log
@@ -223,7 +224,8 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     to the states from the drawn phase's last on (the validation stop's patience counts from there too), and the
     state returned is the start or one of those. CVB0's soft sweeps are over-relaxed (:class:`Overrelaxation`).
     A sampled run returns the mean of its last :data:`SAMPLED_AVERAGED_STATES` states, however it stopped (its
-    validation stop ends the run where the chain has settled)."""
+    validation stop ends the run where the chain has settled), and scores that mean on the validation documents
+    (one more graph, :func:`~jsmf_dask.stages.refine.validation_tasks`): the score it is chosen by."""
     method = params.method
     records: list[SweepRecord] = []
     stopped = "sweeps"
@@ -285,13 +287,17 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
                 _, best_sweep, counts, params, _ = best
             break
     best_score = best[0] if best_sweep is not None else math.nan
-    averaged = 1
+    best_seen, best_scores, averaged = best[0], best[4], 1
     if best_sweep is None:
         best_sweep = len(records) + 1
-        if recent:
+        if len(recent) > 1:
             counts, averaged = _tail_mean(recent), len(recent)
+            if total.valid_docs:  # the mean is the state returned: its own score is what the candidates compare
+                scored = yield validation_tasks(prepared, params, counts, scratch, sweep=first + len(records))
+                best_score = best_seen = validation_perplexity(scored)
+                best_scores = (scored.valid_doc_loglik, scored.valid_doc_tokens)
     return SweepRun(records, counts, params, stopped, best_sweep, best_score,
-                    best[0] if math.isfinite(best[0]) else math.nan, total, averaged, best[4])
+                    best_seen if math.isfinite(best_seen) else math.nan, total, averaged, best_scores)
 
 
 def _tail_mean(states: deque) -> np.ndarray:

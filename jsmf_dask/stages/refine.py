@@ -57,7 +57,8 @@ from jsmf_dask.kernels.variational import dirichlet_expectation, e_step, expecte
 from jsmf_dask.stages.infer import block_counts
 
 __all__ = ["METHODS", "COLLAPSED_METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks",
-           "spill_tasks", "load_tasks", "sweep_tasks", "shared_state", "finish_tasks", "tree_sum", "add_sums",
+           "spill_tasks", "load_tasks", "sweep_tasks", "validation_tasks", "shared_state", "finish_tasks",
+           "tree_sum", "add_sums",
            "gamma_dir", "STATE_GENERATIONS"]
 
 #: Refinement methods: zero-order collapsed variational Bayes, sampled passes, and variational Bayes.
@@ -295,6 +296,29 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams,
                           if prepared.n_valid and group == 0 else (np.zeros(0), np.zeros(0)))
     return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, valid_doc_loglik=ll,
                      valid_doc_tokens=n_valid_tokens)
+
+
+def _validation_block(prepared: PreparedBlock, topics: np.ndarray, alpha: np.ndarray) -> BlockSums:
+    """The block's scored validation documents under ``topics`` (nothing else of the block)."""
+    ll, n_tokens = (_scores(prepared.valid_observed, prepared.valid_scored, topics, alpha) if prepared.n_valid
+                    else (np.zeros(0), np.zeros(0)))
+    return BlockSums(None, None, 0.0, 0, 0, 0, None, valid_doc_loglik=ll, valid_doc_tokens=n_tokens)
+
+
+def validation_tasks(prepared: Callable[[int | None], list], params: SweepParams, counts: np.ndarray, run: str, *,
+                     sweep: int) -> dask.delayed:
+    """The validation documents' scores of the topics of ``counts`` alone, as one delayed :class:`BlockSums`:
+    the documents a sweep scores, in its order (so they pair with a sweep's scores), without a sweep.
+
+    ``prepared``: as :func:`sweep_tasks`'s. Keys carry a token of ``run`` (the run's own scratch) and ``sweep``
+    (the sweeps before this scoring), with the blocks and parameters, as a sweep's do: no N×K array is hashed.
+    """
+    token = tokenize(prepared(0), params, run, sweep)
+    topics = dask.delayed(collapsed_topics(counts, params.eta), name=f"refine-validate-topics{sweep}-{token}")
+    tasks = [dask.delayed(_validation_block, pure=True)(block, topics, params.alpha,
+                                                        dask_key_name=f"refine-validate{sweep}-{token}-{i}")
+             for i, block in enumerate(prepared(0))]
+    return tree_sum(tasks, prefix=f"refine-validate-sum{sweep}-{token}")
 
 
 def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, start: tuple[np.ndarray, np.ndarray],

@@ -675,8 +675,9 @@ def test_cli_refine_without_validation_documents_says_what_they_would_do(tmp_pat
 def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_root, monkeypatch, capsys):
     """On a corpus of short documents (the band lowered to this one's 4,250-odd training documents of 60 tokens)
     'auto' runs CVB0 and the sampled method from the same start in lockstep and keeps the one whose validation
-    documents score lower: the very model of that method alone; the model records the method run and both
-    candidates' scores, and so does `jsmf refine`'s line. Outside the band it is CVB0's model."""
+    documents score lower (each the state it returns: the sampled run's mean): the very model of that method
+    alone; the model records the method run and both candidates' scores, and so does `jsmf refine`'s line.
+    Outside the band it is CVB0's model."""
     import jsmf_dask.pipeline.refine_candidates as candidates_module
     from jsmf_dask.cli import main
     from jsmf_dask.pipeline.refine import default_refined_name
@@ -702,6 +703,12 @@ def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_ro
                                              "validation documents (cvb0, eta 0.01 with 0 drawn: ")
     alone = refine(plain_lda_root, model="ap", name="methods-alone", method=lower["method"], sweeps=6, refit="never")
     np.testing.assert_array_equal(alone.B, both.B)
+    # each candidate is chosen by the score of the state it returns: the sampled run's the mean of its last states
+    sampled_alone = alone if lower["method"] == "sampled" else \
+        refine(plain_lda_root, model="ap", name="methods-sampled", method="sampled", sweeps=6, refit="never")
+    assert sampled["returned_state"] == sampled["sweeps"] + 1 and sampled_alone.attrs["averaged_states"] > 1
+    assert sampled["validation_perplexity"] == pytest.approx(
+        sampled_alone.attrs["validation"]["final_perplexity"], rel=1e-12)
     np.testing.assert_array_equal(open_model(plain_lda_root, "methods-alone").arrays["alpha"],
                                   open_model(plain_lda_root, "methods-both").arrays["alpha"])
     argv = ["refine", str(plain_lda_root), "--model", "ap", "--sweeps", "6", "--refit", "never", "--name",
