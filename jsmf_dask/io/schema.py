@@ -248,17 +248,15 @@ MODEL_LAYOUT: dict[str, Any] = {
         "training": "refined models: {n_docs, n_tokens} trained on (with a refit, the validation documents too)",
         "bound_per_word": "refined models: the final bound (VB) or training log likelihood (CVB0) per token",
         "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
-        "averaged_states": "refined models: how many of the run's last states the word-topic counts are the mean "
-                           "of (sampled sweeps: SAMPLED_AVERAGED_STATES, each state one noisy draw; else 1)",
-        "eta": "refined models: the topic-word prior of the final topics (learned with eta='auto', chosen among "
-               "candidates with a list)",
+        "averaged_states": "refined models: its word-topic counts are the mean of the run's last this many states",
+        "eta": "refined models: the final topics' topic-word prior (learned with eta='auto', chosen if a list)",
         "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run; its refit draws none)",
-        "candidates": "refined models that chose among (eta, drawn sweeps) candidates: [{eta, drawn_sweeps, "
-                      "validation_perplexity, sweeps, returned_state, gain, gain_se}] of each one's run: its best "
-                      "validation perplexity, the state it would return (1: its start), and its validation log likelihood per token minus the best soft candidate's, with "
-                      "the paired standard error (null without a soft candidate); the lowest perplexity chose among "
-                      "the soft candidates and among the drawn ones (not those returning their start), and the drawn "
-                      "one was kept unless its gain was below minus DRAWN_MARGIN_SE errors; or null",
+        "candidates": "refined models that chose among candidates, else null: [{method, eta, drawn_sweeps, "
+                      "validation_perplexity, sweeps, returned_state, gain, gain_se}] of each run: the validation "
+                      "perplexity of the state it returns (returned_state; 1: its start); its validation log "
+                      "likelihood per token minus the best soft run's, and the paired standard error (or null); "
+                      "the lowest perplexity chose among the soft and among the drawn ones (not those returning their "
+                      "start), a drawn one kept unless its gain was below -DRAWN_MARGIN_SE errors",
         "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "
                                "choose when to stop)",
         "refit": "refined models: {sweeps, n_docs, seconds} of the refit (soft sweeps on from the chosen state "
