@@ -135,7 +135,7 @@ class SweepRun:
     best_seen: float  # the lowest validation perplexity of a state it could return (a sampled run: its mean's;
     # NaN: none was scored)
     total: object  # the last sweep's BlockSums
-    averaged: int  # the states whose mean ``counts`` is (1: one state; a sampled run's last ones)
+    averaged: int  # how many states ``counts`` is the mean of (1: one state; a sampled run: its last ones)
     best_seen_scores: tuple[np.ndarray, np.ndarray] | None = None  # that state's per-document validation log
     # likelihoods and scored tokens (BlockSums.valid_doc_loglik, valid_doc_tokens), or None
 
@@ -236,7 +236,7 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     relaxation = Overrelaxation(OVERRELAX_GROWTH, OVERRELAX_MAX_STEP)
     n_groups = params.groups
     parts = None  # each group's counts from its last visit (their sum is ``counts``); none before the first sweep
-    recent = deque(maxlen=SAMPLED_AVERAGED_STATES if method == "sampled" else 1)  # the last states the sweeps made
+    recent = deque(maxlen=SAMPLED_AVERAGED_STATES)  # a sampled run's last states (the sweeps made them)
     for i in range(sweeps):
         t0 = time.perf_counter()
         s = first + i
@@ -267,7 +267,8 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
         else:
             parts = visited
         counts = parts[0] if n_groups == 1 else np.sum(parts, axis=0)
-        recent.append(counts)
+        if method == "sampled":
+            recent.append(counts)
         rec = SweepRecord(i + 1, sweeps, entering, change, total.iterations / total.n_docs,
                           time.perf_counter() - t0, scored, float(params.alpha.sum()), params.eta,
                           collapsed_topics(total.counts, params.eta), phase, i < drawn, candidate, step)
@@ -291,18 +292,13 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     if best_sweep is None:
         best_sweep = len(records) + 1
         if len(recent) > 1:
-            counts, averaged = _tail_mean(recent), len(recent)
+            counts, averaged = np.mean(np.stack(recent), axis=0), len(recent)
             if total.valid_docs:  # the mean is the state returned: its own score is what the candidates compare
                 scored = yield validation_tasks(prepared, params, counts, scratch, sweep=first + len(records))
                 best_score = best_seen = validation_perplexity(scored)
                 best_scores = (scored.valid_doc_loglik, scored.valid_doc_tokens)
     return SweepRun(records, counts, params, stopped, best_sweep, best_score,
                     best_seen if math.isfinite(best_seen) else math.nan, total, averaged, best_scores)
-
-
-def _tail_mean(states: deque) -> np.ndarray:
-    """The state a run returns from its last states (:data:`SAMPLED_AVERAGED_STATES`): their mean, one itself."""
-    return states[-1] if len(states) == 1 else np.mean(np.stack(states), axis=0)
 
 
 def validation_perplexity(total) -> float:

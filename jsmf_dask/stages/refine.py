@@ -58,8 +58,7 @@ from jsmf_dask.stages.infer import block_counts
 
 __all__ = ["METHODS", "COLLAPSED_METHODS", "SweepParams", "BlockSums", "PreparedBlock", "prepare_tasks",
            "spill_tasks", "load_tasks", "sweep_tasks", "validation_tasks", "shared_state", "finish_tasks",
-           "tree_sum", "add_sums",
-           "gamma_dir", "STATE_GENERATIONS"]
+           "tree_sum", "add_sums", "gamma_dir", "STATE_GENERATIONS"]
 
 #: Refinement methods: zero-order collapsed variational Bayes, sampled passes, and variational Bayes.
 METHODS = parameter("refine", "method").choices
