@@ -247,15 +247,15 @@ MODEL_LAYOUT: dict[str, Any] = {
         "source": "refined models: {name, rectifier} of the model refinement started from",
         "training": "refined models: {n_docs, n_tokens} trained on (with a refit, the validation documents too)",
         "bound_per_word": "refined models: the final bound (VB) or training log likelihood (CVB0) per token",
-        "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol' or 'validation'",
+        "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol', 'validation' (a candidate: or 'dropped')",
         "averaged_states": "refined models: its word-topic counts are the mean of the run's last this many states",
         "eta": "refined models: the final topics' topic-word prior (learned with eta='auto', chosen if a list)",
         "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run; its refit draws none)",
         "candidates": "refined models that chose among candidates, else null: [{method, eta, drawn_sweeps, "
-                      "validation_perplexity, sweeps, returned_state, gain, gain_se}] of each run: the validation "
-                      "perplexity of the state it returns (returned_state; 1: its start); its validation log "
-                      "likelihood per token minus the best soft run's, and the paired standard error (or null); "
-                      "the lowest perplexity chose among the soft and among the drawn ones (not those returning their "
+                      "validation_perplexity, sweeps, stopped, returned_state, gain, gain_se}] of each run: the "
+                      "validation perplexity of the state it returns (returned_state; 1: its start); its validation "
+                      "log likelihood per token minus the best soft run's, and the paired error (or null); the lowest "
+                      "perplexity chose among the soft and among the drawn runs (not those dropped or returning their "
                       "start), a drawn one kept unless its gain was below -DRAWN_MARGIN_SE errors",
         "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "
                                "choose when to stop)",

@@ -18,7 +18,8 @@ import numpy as np
 from jsmf_dask.kernels.model_selection import paired_gap
 
 __all__ = ["Candidate", "DRAWN_MARGIN_SE", "DRAWN_SWEEPS", "SAMPLED_MIN_TOKENS", "SAMPLED_MAX_MEAN_TOKENS",
-           "candidates", "auto_methods", "choose", "choice_line", "eta_text"]
+           "DROP_AFTER_SWEEPS", "DROP_MARGIN", "TrailingRuns", "candidates", "auto_methods", "choose", "choice_line",
+           "eta_text"]
 
 
 class Candidate(NamedTuple):
@@ -84,6 +85,53 @@ def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int,
         runs += [Candidate(m, e, d) for e in etas for d in draws]
     return runs
 
+#: Candidates of several methods (``method='auto'``) run in lockstep, each to its own stop; after this many
+#: sweeps one whose best validation perplexity is more than :data:`DROP_MARGIN` (relative) above another's best is
+#: dropped there (:class:`TrailingRuns`): it would not be kept, and its sweeps cost as much as the leader's.
+#: Measured (session 36, the benchmarks README; every validation curve of the default refine on the seven
+#: in-band (corpus, K) of session 35): where the sampled run was kept CVB0 trailed it by 2.1% / 3.0% after 10 sweeps
+#: on the 100-word pieces (K 20 / 50) and never came within 2% again, by 0.3–0.7% on the 300-word pieces
+#: (1.2% after 12 at K 50); where CVB0 was kept the two were within 0.5% at every sweep. The curves cross in the
+#: first 3–8 sweeps, so none is dropped sooner.
+DROP_AFTER_SWEEPS = 10
+DROP_MARGIN = 0.01
+
+
+class TrailingRuns:
+    """Which of several methods' runs, in lockstep, trail the leader by far enough to stop
+    (:data:`DROP_AFTER_SWEEPS`, :data:`DROP_MARGIN`); a callable for
+    :func:`~jsmf_dask.pipeline.refine_sweeps.run_together`'s ``drop``.
+
+    Parameters
+    ----------
+    tried : list of Candidate
+        The runs, in ``run_together``'s order. With one method among them nothing is ever dropped (the η and
+        drawn-sweep candidates run to their stops, as measured).
+    """
+
+    def __init__(self, tried: list[Candidate]):
+        self.curves: list[list[float]] = [[] for _ in tried]
+        self.active = len({c.method for c in tried}) > 1
+
+    def recorder(self, j: int, on_sweep):
+        """An ``on_sweep`` for run ``j``: notes its validation score of each soft sweep, then calls ``on_sweep``."""
+        def record(rec) -> None:
+            if rec.phase == "refine" and not rec.drawn and math.isfinite(rec.validation_perplexity):
+                self.curves[j].append(rec.validation_perplexity)
+            if on_sweep is not None:
+                on_sweep(rec)
+        return record
+
+    def __call__(self, running: list[int]) -> list[int]:
+        """The runs of ``running`` to drop now."""
+        if not self.active:
+            return []
+        bests = [min(curve, default=math.inf) for curve in self.curves]
+        lead = min(bests)
+        return [j for j in running
+                if len(self.curves[j]) >= DROP_AFTER_SWEEPS and bests[j] > lead * (1.0 + DROP_MARGIN)]
+
+
 #: The drawn candidate is kept unless the best soft one beats it on the validation documents by more than this
 #: many paired standard errors (their own noise). Measured (session 22, the benchmarks README: session 21's roots,
 #: held-out documents and scorer): the validation documents (16–122 of them below REFIT_MAX_DOCS) resolve a
@@ -113,9 +161,10 @@ def choose(tried: list[Candidate], runs: list) -> tuple[int, list[tuple[float | 
     :data:`DRAWN_MARGIN_SE` paired standard errors: on the corpora measured the drawn sweeps helped or tied,
     and a few dozen validation documents cannot tell differences of a percent apart. A drawn run whose best
     state is its start (every state after its drawn sweeps scored worse) drew nothing worth keeping: it is not
-    a candidate then, whatever its score (the start's, which the soft run's scores can only improve on).
+    a candidate then, whatever its score (the start's, which the soft run's scores can only improve on). Nor is a
+    run dropped in lockstep (:class:`TrailingRuns`).
     """
-    scores = [r.best_seen if math.isfinite(r.best_seen) else math.inf for r in runs]
+    scores = [r.best_seen if math.isfinite(r.best_seen) and r.stopped != "dropped" else math.inf for r in runs]
     soft = [j for j, c in enumerate(tried) if c.drawn_sweeps == 0]
     if len(tried) == 1 or not soft:
         return int(np.argmin(scores)), [(None, None)] * len(tried)
@@ -150,6 +199,8 @@ def choice_line(attrs: dict) -> str | None:
 
     def tried(c: dict) -> str:
         score = "not scored" if c["validation_perplexity"] is None else f"{c['validation_perplexity']:.1f}"
+        if c.get("stopped") == "dropped":
+            score += f" (dropped after {c['sweeps']} sweeps)"
         if several_methods and methods_only:
             return f"{c['method']}: {score}"
         line = (f"{c['method']}, " if several_methods else "") + \

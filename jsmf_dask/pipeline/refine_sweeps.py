@@ -30,7 +30,7 @@ from jsmf_dask.kernels.variational import topic_bound
 from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, load_tasks, prepare_tasks, spill_tasks, \
     sweep_tasks, validation_tasks
 
-__all__ = ["SweepRecord", "SweepRun", "Overrelaxation", "run_sweeps", "run_together", "sweep_loop",
+__all__ = ["SweepRecord", "SweepRun", "DroppedRun", "Overrelaxation", "run_sweeps", "run_together", "sweep_loop",
            "validation_perplexity", "prepared_blocks", "PATIENCE", "IMPROVEMENT", "OVERRELAX_GROWTH",
            "OVERRELAX_MAX_STEP", "SWEEP_GROUPS", "SAMPLED_AVERAGED_STATES"]
 
@@ -129,7 +129,7 @@ class SweepRun:
     records: list[SweepRecord]
     counts: np.ndarray
     params: SweepParams
-    stopped: str  # 'sweeps', 'tol' or 'validation'
+    stopped: str  # 'sweeps', 'tol', 'validation' or 'dropped' (by run_together: never kept)
     best_sweep: int  # the state returned: entering this sweep (len(records) + 1: after the last one)
     best_score: float  # its validation perplexity (NaN when no validation document scored it)
     best_seen: float  # the lowest validation perplexity of a state it could return (a sampled run: its mean's;
@@ -138,6 +138,10 @@ class SweepRun:
     averaged: int  # how many states ``counts`` is the mean of (1: one state; a sampled run: its last ones)
     best_seen_scores: tuple[np.ndarray, np.ndarray] | None = None  # that state's per-document validation log
     # likelihoods and scored tokens (BlockSums.valid_doc_loglik, valid_doc_tokens), or None
+
+
+class DroppedRun(Exception):
+    """Thrown into a :func:`sweep_loop` by :func:`run_together` to stop it where it is (``stopped`` 'dropped')."""
 
 
 class Overrelaxation:
@@ -184,10 +188,11 @@ def run_sweeps(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
     return run
 
 
-def run_together(loops: list[Generator]) -> list[SweepRun]:
+def run_together(loops: list[Generator], drop: Callable[[list[int]], list[int]] | None = None) -> list[SweepRun]:
     """Run :func:`sweep_loop` generators in lockstep: each step computes the next sweep of every loop still
     running in one graph, then hands each its sums. Each loop's result is what it gives alone (its own
-    state, scratch, stops and keys); only its records' ``seconds`` are the shared step's."""
+    state, scratch, stops and keys); only its records' ``seconds`` are the shared step's. After each step
+    ``drop`` (given the loops still running) names those to stop there (:class:`DroppedRun`)."""
     results: list[SweepRun | None] = [None] * len(loops)
     pending: dict[int, object] = {}
     for j, loop in enumerate(loops):
@@ -205,6 +210,13 @@ def run_together(loops: list[Generator]) -> list[SweepRun]:
             except StopIteration as stop:
                 results[j] = stop.value
         pending = following
+        for j in drop(list(pending)) if drop is not None else []:
+            try:
+                loops[j].throw(DroppedRun())
+                raise RuntimeError(f"run_together: loop {j} went on after it was dropped")
+            except StopIteration as stop:
+                results[j] = stop.value
+            del pending[j]
     return results
 
 
@@ -246,8 +258,12 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
             swept = replace(params, drawn_sweep=i + 1) if i < drawn else params
         # the first sweep visits every group from the start's W (no group has counts of its own yet), each later
         # one visits them in turn, W refreshed after each
-        got = yield sweep_tasks(prepared, swept, counts, parts if n_groups > 1 else None,
-                                None if i == 0 else gamma_dir(scratch, s - 1), gamma_dir(scratch, s), sweep=s)
+        try:
+            got = yield sweep_tasks(prepared, swept, counts, parts if n_groups > 1 else None,
+                                    None if i == 0 else gamma_dir(scratch, s - 1), gamma_dir(scratch, s), sweep=s)
+        except DroppedRun:  # run_together stopped it: another run leads it by far
+            stopped = "dropped"
+            break
         visited = [part.counts for part in got]
         total = add_sums(*got)
         if total.n_docs == 0:
@@ -293,10 +309,14 @@ def sweep_loop(prepared, params: SweepParams, counts: np.ndarray, scratch: str, 
         best_sweep = len(records) + 1
         if len(recent) > 1:
             counts, averaged = np.mean(np.stack(recent), axis=0), len(recent)
-            if total.valid_docs:  # the mean is the state returned: its own score is what the candidates compare
-                scored = yield validation_tasks(prepared, params, counts, scratch, sweep=first + len(records))
-                best_score = best_seen = validation_perplexity(scored)
-                best_scores = (scored.valid_doc_loglik, scored.valid_doc_tokens)
+            if total.valid_docs and stopped != "dropped":  # the mean is the state returned: its own score is
+                # what the candidates compare
+                try:
+                    scored = yield validation_tasks(prepared, params, counts, scratch, sweep=first + len(records))
+                    best_score = best_seen = validation_perplexity(scored)
+                    best_scores = (scored.valid_doc_loglik, scored.valid_doc_tokens)
+                except DroppedRun:
+                    stopped = "dropped"
     return SweepRun(records, counts, params, stopped, best_sweep, best_score,
                     best_seen if math.isfinite(best_seen) else math.nan, total, averaged, best_scores)
 

@@ -944,7 +944,7 @@ def _candidate_run(doc_loglik, doc_tokens, best_sweep=5):
     from types import SimpleNamespace
 
     return SimpleNamespace(best_seen=math.exp(-doc_loglik.sum() / doc_tokens.sum()),
-                           best_seen_scores=(doc_loglik, doc_tokens), best_sweep=best_sweep)
+                           best_seen_scores=(doc_loglik, doc_tokens), best_sweep=best_sweep, stopped="validation")
 
 
 def test_the_drawn_candidate_is_kept_unless_the_soft_one_is_better_beyond_the_paired_error():
@@ -1072,3 +1072,61 @@ def test_a_sampled_run_returns_the_mean_of_its_last_states(plain_lda_root, monke
     assert stopped.attrs["averaged_states"] == SAMPLED_AVERAGED_STATES
     np.testing.assert_allclose(stopped.B, collapsed_topics(np.mean(states[-SAMPLED_AVERAGED_STATES:], axis=0), eta),
                                rtol=1e-10, atol=1e-12)
+
+
+def test_a_method_far_behind_another_is_dropped_after_enough_sweeps():
+    """TrailingRuns, on curves made by hand: a run of another method more than DROP_MARGIN behind the best score
+    seen is dropped once it has DROP_AFTER_SWEEPS soft scores, not sooner and not within the margin; drawn sweeps'
+    and unscored states do not count; runs of one method (η candidates) are never dropped."""
+    from types import SimpleNamespace
+
+    from jsmf_dask.pipeline.refine_candidates import DROP_AFTER_SWEEPS, DROP_MARGIN, TrailingRuns
+
+    def sweep(value, drawn=False, phase="refine"):
+        return SimpleNamespace(validation_perplexity=value, drawn=drawn, phase=phase)
+
+    both = TrailingRuns(_cvb0((0.05, 0)) + [Candidate("sampled", 0.05, 0)])
+    seen = []
+    cvb0, sampled = both.recorder(0, seen.append), both.recorder(1, None)
+    cvb0(sweep(math.nan))  # no validation score: not a point of the curve
+    for _ in range(DROP_AFTER_SWEEPS - 1):
+        cvb0(sweep(1000.0))
+        sampled(sweep(1000.0 * (1 + 2 * DROP_MARGIN)))
+    assert both([0, 1]) == [] and len(seen) == DROP_AFTER_SWEEPS  # the user's on_sweep still sees every sweep
+    cvb0(sweep(1000.0))
+    sampled(sweep(1000.0 * (1 + 2 * DROP_MARGIN)))
+    assert both([0, 1]) == [1] and both([0]) == []  # only the runs still running are named
+    sampled(sweep(1000.0 * (1 + DROP_MARGIN / 2)))  # back within the margin
+    assert both([0, 1]) == []
+    drawn = TrailingRuns(_cvb0((0.05, 0)) + [Candidate("sampled", 0.05, 0)])
+    for _ in range(DROP_AFTER_SWEEPS):
+        drawn.recorder(0, None)(sweep(1000.0))
+        drawn.recorder(1, None)(sweep(1100.0, drawn=True))
+        drawn.recorder(1, None)(sweep(1100.0, phase="refit"))
+    assert drawn([0, 1]) == []
+    etas = TrailingRuns(_cvb0((0.01, 0), (0.05, 0)))
+    for _ in range(DROP_AFTER_SWEEPS):
+        etas.recorder(0, None)(sweep(1000.0))
+        etas.recorder(1, None)(sweep(1100.0))
+    assert etas([0, 1]) == []
+
+
+def test_auto_drops_the_trailing_method_and_keeps_the_leader_as_it_runs_alone(plain_lda_root, monkeypatch):
+    """In the band (lowered to this corpus), with the drop's rule tightened to any gap after 3 sweeps: the run
+    behind stops there, recorded as dropped (its sweeps, its score, the choice line), and the model kept is, to
+    the bit, the other method's run alone."""
+    import jsmf_dask.pipeline.refine_candidates as candidates_module
+
+    monkeypatch.setattr(candidates_module, "SAMPLED_MIN_TOKENS", 10_000)
+    monkeypatch.setattr(candidates_module, "SAMPLED_MAX_MEAN_TOKENS", 1_000)
+    monkeypatch.setattr(candidates_module, "DROP_AFTER_SWEEPS", 3)
+    monkeypatch.setattr(candidates_module, "DROP_MARGIN", 0.0)
+    both = refine(plain_lda_root, model="ap", name="drop-both", sweeps=8, refit="never")
+    dropped = [c for c in both.attrs["candidates"] if c["stopped"] == "dropped"]
+    assert len(dropped) == 1 and dropped[0]["sweeps"] == 3
+    (kept,) = [c for c in both.attrs["candidates"] if c["stopped"] != "dropped"]
+    assert both.attrs["method"] == kept["method"] != dropped[0]["method"] and kept["sweeps"] > 3
+    assert f"{dropped[0]['method']}: {dropped[0]['validation_perplexity']:.1f} (dropped after 3 sweeps)" in \
+        choice_line(both.attrs)
+    alone = refine(plain_lda_root, model="ap", name="drop-alone", method=kept["method"], sweeps=8, refit="never")
+    np.testing.assert_array_equal(alone.B, both.B)
