@@ -413,8 +413,8 @@ def refine(
                         "final_perplexity": _nan_to_none(heldout_scores[0])},
             # the chosen sweeps run again on the training and validation documents, or None
             "refit": refit_record,
-            # several candidates (method, eta, drawn sweeps): each one's best validation perplexity (the lowest
-            # chose the model) and sweeps, or None
+            # several candidates (method, eta, drawn sweeps): each one's validation perplexity of the state it returns
+            # (the lowest chose the model; `choose`), its sweeps and how it stopped, or None
             "candidates": [{"method": c.method, "eta": c.eta, "drawn_sweeps": c.drawn_sweeps,
                             "validation_perplexity": _nan_to_none(r.best_seen), "sweeps": len(r.records),
                             "stopped": r.stopped,
