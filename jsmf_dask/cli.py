@@ -143,7 +143,7 @@ def _run_synth(args: argparse.Namespace) -> list[str]:
 def _run_evaluate(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path
 
-    out = evaluate(args.root, models=args.models, heldout=args.heldout)
+    out = evaluate(args.root, models=args.models, heldout=args.heldout, sampled_fold_in=args.sampled_fold_in)
     lines = [f"metrics written to {metrics_path(args.root)}",
              f"{'model':<16} {'against':<12} " + " ".join(f"{m:>13}" for m in METRICS)]
     for name, entry in out["models"].items():
@@ -157,6 +157,12 @@ def _run_evaluate(args: argparse.Namespace) -> list[str]:
                      "error; gap: log likelihood per token below the best model's, ± the paired standard error):")
         for name, entry in out["models"].items():
             lines.append(f"{name:<16} {_heldout_line(entry.get('heldout', {}))}")
+        sampled = {name: entry["heldout"]["sampled_fold_in"] for name, entry in out["models"].items()
+                   if "sampled_fold_in" in entry.get("heldout", {})}
+        if sampled:
+            lines.append("the same, theta of each document's observed half the exact posterior mean by Gibbs sampling "
+                         "(the sampled fold-in):")
+            lines += [f"{name:<16} {_heldout_line(held)}" for name, held in sampled.items()]
     return lines
 
 

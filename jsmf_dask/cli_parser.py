@@ -261,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heldout", type=_fraction, metavar="FRACTION",
                    help="held-out perplexity on the documents whose doc_id hashes below FRACTION; a model "
                    "trained on any of them is an error (default: the fraction cooc.zarr was built with)")
+    p.add_argument("--no-sampled-fold-in", dest="sampled_fold_in", action="store_false",
+                   help="score the held-out documents by the VB fold-in alone, not also by the sampled one "
+                   "(theta the exact posterior mean by Gibbs sampling; about as costly again)")
     _add_cluster_options(p, overwrite=False)
 
     p = _command(

@@ -26,7 +26,7 @@ from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectifie
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks, read_vocabulary
 from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
 from jsmf_dask.kernels.doc_split import DocumentSplit
-from jsmf_dask.kernels.heldout import PROBABILITY_FLOOR
+from jsmf_dask.kernels.heldout import FOLD_IN_BURN_IN, FOLD_IN_DRAWS, PROBABILITY_FLOOR
 from jsmf_dask.kernels.infer import model_prior
 from jsmf_dask.kernels.metrics import (
     approximation,
@@ -156,27 +156,49 @@ def _saw_heldout(model: FittedModel, fraction: float) -> str | None:
             f"held out at {fraction}; refit it on a store built with `jsmf cooccur --heldout {fraction}`")
 
 
-def heldout_document_scores(root: str, names: list[str], fraction: float) -> DocumentScores:
+def heldout_document_scores(root: str, names: list[str], fraction: float, *, fold_in: str = "vb") -> DocumentScores:
     """Document completion of every held-out document (doc_id hash below ``fraction``) under each model in
-    ``names`` with its own document prior (:func:`document_prior`): per document, in one order for all."""
+    ``names`` with its own document prior (:func:`document_prior`): per document, in one order for all.
+    ``fold_in``: how each document's ``θ`` is inferred (:func:`~jsmf_dask.kernels.heldout.document_completion`)."""
     models = {}
     for name in names:
         model = open_model(root, name)
         models[name] = (model.arrays["B"], document_prior(model)[0])
-    return _heldout_scores(root, models, fraction)
+    return _heldout_scores(root, models, fraction, fold_in)
 
 
-def _heldout_scores(root: str, models: dict[str, tuple[np.ndarray, np.ndarray]], fraction: float) -> DocumentScores:
+def _heldout_scores(root: str, models: dict[str, tuple[np.ndarray, np.ndarray]], fraction: float,
+                    fold_in: str = "vb") -> DocumentScores:
     """:func:`heldout_document_scores` of models given as ``name -> (B, alpha)``."""
     corpus = corpus_dir(root)
     (scores,) = _progress.compute(document_scores_tasks(list_blocks(corpus), read_vocabulary(corpus).num_rows,
-                                                        DocumentSplit(heldout=fraction), models, which="heldout"))
+                                                        DocumentSplit(heldout=fraction), models, which="heldout",
+                                                        fold_in=fold_in))
     if scores.n_tokens.sum() == 0:
         raise StoreError(f"{corpus}: no held-out document at fraction {fraction}")
     return scores
 
 
-def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: bool) -> dict[str, dict]:
+def _perplexities(scores: DocumentScores) -> dict[str, dict]:
+    """Each model's log likelihood per token, perplexity with its standard error and, among two or more, its
+    gap to the best model's log likelihood with the paired standard error."""
+    n = scores.n_tokens
+    per_word = {name: float(L.sum() / n.sum()) for name, L in scores.log_likelihood.items()}
+    finite = [name for name in per_word if math.isfinite(per_word[name])]
+    best = max(finite, key=per_word.get) if len(finite) > 1 else None
+    out = {}
+    for name, L in scores.log_likelihood.items():
+        entry = {"log_likelihood_per_word": per_word[name], "perplexity": math.exp(-per_word[name]),
+                 "perplexity_se": math.exp(-per_word[name]) * ratio_se(L, n)}
+        if best is not None and name in finite:
+            gap, se = paired_gap(scores.log_likelihood[best], L, n)
+            entry |= {"best_model": best, "loglik_gap_to_best": gap, "loglik_gap_se": se if name != best else 0.0}
+        out[name] = entry
+    return out
+
+
+def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: bool,
+                       sampled_fold_in: bool = True) -> dict[str, dict]:
     """Document-completion log likelihood and perplexity of each model on the held-out documents.
 
     Each entry also has the standard error of the model's perplexity over the
@@ -184,9 +206,12 @@ def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: 
     likelihood per token to the best model's with the *paired* standard error
     (the same documents score every model, so the gap is far less noisy than
     either score: a gap within about two of its standard errors is no measured
-    difference). A model trained with a smaller held-out fraction saw some of
-    these documents: with ``strict`` that is an error, otherwise its entry is
-    null with the reason.
+    difference). ``θ`` of a document's observed half is the VB fold-in's and,
+    with ``sampled_fold_in``, also the exact posterior mean's by Gibbs
+    sampling: those figures under ``"sampled_fold_in"``
+    (:func:`~jsmf_dask.kernels.heldout.document_completion`). A model trained
+    with a smaller held-out fraction saw some of these documents: with
+    ``strict`` that is an error, otherwise its entry is null with the reason.
     """
     out: dict[str, dict] = {}
     priors: dict[str, str] = {}
@@ -204,23 +229,22 @@ def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: 
     if not scored:
         return out
     scores = _heldout_scores(root, scored, fraction)
-    n = scores.n_tokens
-    per_word = {name: float(L.sum() / n.sum()) for name, L in scores.log_likelihood.items()}
-    finite = [name for name in per_word if math.isfinite(per_word[name])]
-    best = max(finite, key=per_word.get) if len(finite) > 1 else None
-    for name, L in scores.log_likelihood.items():
-        entry = {"log_likelihood_per_word": per_word[name], "perplexity": math.exp(-per_word[name]),
-                 "perplexity_se": math.exp(-per_word[name]) * ratio_se(L, n),
-                 "n_docs": int(n.size), "n_tokens": int(round(n.sum())), "n_floored": int(scores.n_floored[name]),
-                 "document_prior": priors[name]}
-        if best is not None and name in finite:
-            gap, se = paired_gap(scores.log_likelihood[best], L, n)
-            entry |= {"best_model": best, "loglik_gap_to_best": gap, "loglik_gap_se": se if name != best else 0.0}
-        out[name] = {key: (_finite(v) if isinstance(v, float) else v) for key, v in entry.items()}
+    sampled = _perplexities(_heldout_scores(root, scored, fraction, "sampled")) if sampled_fold_in else {}
+
+    def finite(entry: dict) -> dict:
+        return {key: (_finite(v) if isinstance(v, float) else v) for key, v in entry.items()}
+
+    for name, entry in _perplexities(scores).items():
+        entry |= {"n_docs": int(scores.n_tokens.size), "n_tokens": int(round(scores.n_tokens.sum())),
+                  "n_floored": int(scores.n_floored[name]), "document_prior": priors[name]}
+        if name in sampled:
+            entry["sampled_fold_in"] = finite(sampled[name])
+        out[name] = finite(entry)
     return {name: out[name] for name in names}
 
 
-def evaluate(root: str, *, models: list[str] | None = None, heldout: float | None = None) -> dict[str, Any]:
+def evaluate(root: str, *, models: list[str] | None = None, heldout: float | None = None,
+             sampled_fold_in: bool = True) -> dict[str, Any]:
     """Measure every model (or ``models``) under ``root`` and write ``<root>/report/metrics.json``.
 
     Parameters
@@ -233,6 +257,11 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
         the fraction ``cooc.zarr`` was built with; none when it has none).
         Given explicitly, a model trained on any of those documents is an
         error; taken from the store, its entry is null with the reason.
+    sampled_fold_in : bool, default=True
+        Also score the held-out documents with ``θ`` the exact posterior mean
+        by Gibbs sampling (``heldout.sampled_fold_in``), beside the VB fold-in's
+        (:func:`~jsmf_dask.kernels.heldout.document_completion`). The two rank
+        models differently on short documents (the definitions say how).
 
     Returns
     -------
@@ -297,7 +326,8 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
                 entry["notes"] = {"rectified_C": str(err)}
         results[name] = entry
     if fraction > 0:
-        for name, entry in heldout_perplexity(root, names, fraction, strict=strict).items():
+        for name, entry in heldout_perplexity(root, names, fraction, strict=strict,
+                                              sampled_fold_in=sampled_fold_in).items():
             results[name]["heldout"] = entry
     out = {
         "heldout_fraction": fraction,
@@ -323,6 +353,12 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
                        "theta inferred by variational Bayes under the model's B and document prior from a random "
                        "half of each document's tokens, log sum_k theta_k B_wk of the other half per token "
                        f"(floored at {PROBABILITY_FLOOR}); perplexity = exp(-log likelihood per token)",
+            "heldout_sampled_fold_in": "the same with theta the exact posterior mean given the observed half (under "
+                                       "the model's B and document prior), estimated by Gibbs sampling: "
+                                       f"{FOLD_IN_BURN_IN} passes discarded, then {FOLD_IN_DRAWS} averaged "
+                                       "(Rao-Blackwellised). Variational Bayes's mean field keeps no trace of how a "
+                                       "short document's tokens gather in few topics, and understates the "
+                                       "predictive probability of sharp topics most",
             "heldout_errors": "perplexity_se: the standard error of the perplexity over the held-out documents "
                               "(ratio estimator, first order); loglik_gap_to_best: the best model's log likelihood "
                               "per token minus this one's, loglik_gap_se its standard error from the per-document "

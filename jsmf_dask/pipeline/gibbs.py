@@ -71,7 +71,10 @@ def fit_gibbs(
     n_topics : int
     iterations : int, default=1000
     alpha, eta : float
-        Symmetric Dirichlet priors of document–topic and topic–word.
+        Symmetric Dirichlet priors of document–topic and topic–word. tomotopy
+        learns an asymmetric document prior from ``alpha`` as it samples (its
+        default: every 10 iterations); the model stores the one it ends with,
+        the prior its topics were sampled under (``alpha`` here is its start).
     seed : int, default=0
     workers : int, optional
         Sampler threads (default: every core). With more than one, tomotopy's
@@ -151,7 +154,7 @@ def fit_gibbs(
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         zarr.open_group(zarr_store(tmp), mode="a", zarr_format=3)
         for key, values in {"anchors": anchors, "B": B, "A": A, "p_word": p,
-                            "alpha": np.full(n_topics, float(alpha))}.items():
+                            "alpha": np.asarray(model.alpha, dtype=np.float64)}.items():
             write_array(tmp, key, values)
         zarr.open_group(zarr_store(tmp), mode="r+").attrs.update(attrs)
         ensure_model_group(root)  # only now: a failed run leaves no models group behind

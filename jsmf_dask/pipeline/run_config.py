@@ -78,7 +78,7 @@ _SPECS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     # against it when the stage runs); the keys below are the rest
     "fit": {**_table_specs("fit"), "name": (_STR, False), "warm_start": (_STR, False)},
     "refine": {**_table_specs("refine"), "model": (_STR, True), "name": (_STR, False), "heldout": _FRACTION},
-    "evaluate": {"models": ((list,), False), "heldout": _FRACTION},
+    "evaluate": {"models": ((list,), False), "heldout": _FRACTION, "sampled_fold_in": (_BOOL, False)},
     "report": {"model": (_STR, False), "baseline": (_STR, False)},
     "infer": {"model": (_STR, False)},
 }

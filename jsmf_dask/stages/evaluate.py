@@ -27,7 +27,7 @@ from dask.base import tokenize
 from jsmf_dask.io.parquet import Block, read_block
 from jsmf_dask.io.zarr_store import StoredRows, read_entries
 from jsmf_dask.kernels.doc_split import DocumentSplit, doc_hashes, sample_mask
-from jsmf_dask.kernels.heldout import document_completion, split_tokens
+from jsmf_dask.kernels.heldout import FOLD_INS, document_completion, split_tokens
 from jsmf_dask.kernels.metrics import fit_partials
 from jsmf_dask.stages.infer import block_counts
 
@@ -152,7 +152,8 @@ class DocumentScores:
 
 
 def _scores_block(block: Block, n_words: int, split: DocumentSplit, which: str,
-                  models: dict[str, tuple[np.ndarray, np.ndarray]], sample: float = 1.0) -> DocumentScores:
+                  models: dict[str, tuple[np.ndarray, np.ndarray]], sample: float = 1.0,
+                  fold_in: str = "vb") -> DocumentScores:
     table = read_block(block, n_words)
     hashes = doc_hashes(table.column("doc_id"))
     chosen = split.masks(hashes=hashes)[0 if which == "heldout" else 1] & sample_mask(hashes, sample)
@@ -163,7 +164,8 @@ def _scores_block(block: Block, n_words: int, split: DocumentSplit, which: str,
     observed, scored = split_tokens(block_counts(table, n_words), hashes[chosen])
     ll, floored, n_tok = {}, {}, None
     for name, (B, alpha) in models.items():
-        ll[name], n_tok, floored[name] = document_completion(observed, scored, B, alpha)
+        ll[name], n_tok, floored[name] = document_completion(observed, scored, B, alpha, fold_in=fold_in,
+                                                             hashes=hashes[chosen])
     return DocumentScores(hashes[chosen], n_tok, ll, floored)
 
 
@@ -176,7 +178,7 @@ def _concat_scores(*parts: DocumentScores) -> DocumentScores:
 
 def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSplit,
                           models: dict[str, tuple[np.ndarray, np.ndarray]], *,
-                          which: str = "validation", sample: float = 1.0) -> dask.delayed:
+                          which: str = "validation", sample: float = 1.0, fold_in: str = "vb") -> dask.delayed:
     """One delayed :class:`DocumentScores` over the held-out or the validation documents of ``split``.
 
     Document completion (:func:`~jsmf_dask.kernels.heldout.document_completion`)
@@ -196,12 +198,17 @@ def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSpli
         Score only this fraction of those documents, a sample by id
         (:func:`~jsmf_dask.kernels.doc_split.sample_mask`: the documents a
         refine with this ``validation_sample`` scored, and so never trained on).
+    fold_in : {'vb', 'sampled'}, default='vb'
+        How ``θ`` of a document's observed half is inferred
+        (:func:`~jsmf_dask.kernels.heldout.document_completion`).
     """
     if which not in ("validation", "heldout"):
         raise ValueError(f"which must be 'validation' or 'heldout', not {which!r}")
+    if fold_in not in FOLD_INS:
+        raise ValueError(f"fold_in must be one of {FOLD_INS}, not {fold_in!r}")
     shared = dask.delayed(models, pure=True)
-    token = tokenize(blocks, n_words, split, which, models, sample)
-    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, which, shared, sample,
+    token = tokenize(blocks, n_words, split, which, models, sample, fold_in)
+    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, which, shared, sample, fold_in,
                                                     dask_key_name=f"doc-scores-{token}-{i}")
              for i, b in enumerate(blocks)]
     return dask.delayed(_concat_scores, pure=True)(*parts)

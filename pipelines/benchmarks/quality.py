@@ -26,7 +26,9 @@ tomotopy's collapsed Gibbs sampler (1000 iterations, its α 0.1, η 0.01; with
 ``--gibbs-seeds S``, S chains, the one of median perplexity the reference) and
 scikit-learn's batch ``LatentDirichletAllocation`` (its defaults). Every model
 is scored by ``evaluate``'s one scorer (document completion on the held-out
-documents), with the paper's metrics; on ``jsmf synth --topics-from dirichlet``
+documents: θ of each document's observed half by the VB fold-in and, since
+session 37, by the sampled one, the exact posterior mean; both are reported, each
+against Gibbs's chain), with the paper's metrics; on ``jsmf synth --topics-from dirichlet``
 corpora also the B error (mean L1 after matching). Ours is timed stage by
 stage (end to end = ingest + cooccur + fit + refine), in one process on
 threads (the embedded default for small work would add a cluster start).
@@ -273,6 +275,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                 end_to_end = fixed if method == "ap" else fixed + own if method in REFINES else own
                 row = {"corpus": name, "K": k, "method": method,
                        "perplexity": entry["heldout"].get("perplexity"),
+                       "perplexity_sampled": entry["heldout"].get("sampled_fold_in", {}).get("perplexity"),
                        "specificity": entry["original_C"].get("specificity"),
                        "dissimilarity": entry["original_C"].get("dissimilarity"),
                        "coherence": entry["original_C"].get("coherence"),
@@ -293,26 +296,38 @@ def _paired_to_gibbs(root: str, names: list[str], gibbs: str | None) -> dict[str
 
     if gibbs not in names:
         return {}
-    scores = heldout_document_scores(root, names, 0.1)
-    L, n = scores.log_likelihood, scores.n_tokens
-    return {name: dict(zip(("loglik_gap_to_gibbs", "loglik_gap_se"), paired_gap(L[gibbs], L[name], n),
-                           strict=True)) for name in names if name != gibbs}
+    out: dict[str, dict] = {name: {} for name in names if name != gibbs}
+    for fold_in, suffix in (("vb", ""), ("sampled", "_sampled")):
+        scores = heldout_document_scores(root, names, 0.1, fold_in=fold_in)
+        L, n = scores.log_likelihood, scores.n_tokens
+        for name in out:
+            out[name] |= dict(zip((f"loglik_gap_to_gibbs{suffix}", f"loglik_gap_se{suffix}"),
+                                  paired_gap(L[gibbs], L[name], n), strict=True))
+    return out
 
 
 def _table(rows: list[dict]) -> str:
     gibbs = {r["K"]: r for r in rows if r["method"] == "gibbs"}
-    cols = ["K", "method", "perplexity", "vs Gibbs", "B_l1", "specificity", "dissimilarity", "coherence", "npmi",
-            "seconds", "end_to_end_seconds", "Gibbs / ours"]
+    cols = ["K", "method", "perplexity", "vs Gibbs", "sampled fold-in", "vs Gibbs (sampled)", "B_l1", "specificity",
+            "dissimilarity", "coherence", "npmi", "seconds", "end_to_end_seconds", "Gibbs / ours"]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+
+    def against(r: dict, g: dict | None, key: str, suffix: str) -> str:
+        if not (g and r.get(key) and g.get(key)):
+            return "n/a"
+        text = f"{r[key] / g[key] - 1:+.1%}"
+        if r.get(f"loglik_gap_se{suffix}") is not None:  # the paired error, relative (first order)
+            text += f" ± {r[key] / g[key] * r[f'loglik_gap_se{suffix}']:.1%}"
+        return text
+
     for r in rows:
         g = gibbs.get(r["K"])
-        vs = f"{r['perplexity'] / g['perplexity'] - 1:+.1%}" if g and r["perplexity"] and g["perplexity"] else "n/a"
-        if r.get("loglik_gap_se") is not None and g and g["perplexity"]:  # the paired error, relative (first order)
-            vs += f" ± {r['perplexity'] / g['perplexity'] * r['loglik_gap_se']:.1%}"
+        vs, vs_sampled = against(r, g, "perplexity", ""), against(r, g, "perplexity_sampled", "_sampled")
         speed = f"{g['seconds'] / r['end_to_end_seconds']:.1f}x" \
             if g and r["method"] not in ("gibbs", "gibbs-chain", "sklearn") \
             else ""
-        vals = [r["K"], r["method"], r["perplexity"], vs, r.get("B_l1"), r["specificity"], r["dissimilarity"],
+        vals = [r["K"], r["method"], r["perplexity"], vs, r.get("perplexity_sampled"), vs_sampled, r.get("B_l1"),
+                r["specificity"], r["dissimilarity"],
                 r["coherence"], r.get("npmi"), r["seconds"], r["end_to_end_seconds"], speed]
         out.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
                                      for v in vals) + " |")

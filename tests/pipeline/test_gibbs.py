@@ -60,3 +60,20 @@ def test_gibbs_trains_on_every_document_not_held_out(tmp_path):
         docs, tokens = docs + int((lengths >= 2).sum()), tokens + int(lengths[lengths >= 2].sum())
     assert fitted.attrs["training"] == {"n_docs": docs, "n_tokens": tokens}
     assert docs > 0.85 * 400  # the 20% kept for validation train
+
+
+def test_gibbs_stores_the_document_prior_its_sampler_learned(tmp_path, monkeypatch):
+    """tomotopy learns an asymmetric α from the one it starts at (every 10 iterations): the model keeps the α its
+    topics were sampled under, so held-out documents are folded in under it, not under the start's 0.1."""
+    pytest.importorskip("tomotopy")
+    import jsmf_dask.pipeline.gibbs as gibbs
+
+    synth(tmp_path, n_docs=300, n_words=60, n_topics=3, doc_length=30, seed=3)
+    cooccur(tmp_path)
+    samplers = []
+    state_topics = gibbs._state_topics
+    monkeypatch.setattr(gibbs, "_state_topics", lambda model, *a: samplers.append(model) or state_topics(model, *a))
+    fitted = gibbs.fit_gibbs(tmp_path, n_topics=3, iterations=30, alpha=0.1, workers=1)
+    stored = open_model(tmp_path, fitted.name).arrays["alpha"]
+    np.testing.assert_array_equal(stored, np.asarray(samplers[-1].alpha, dtype=np.float64))
+    assert np.abs(stored - 0.1).max() > 1e-3 and fitted.attrs["params"]["alpha"] == 0.1  # learned, from 0.1

@@ -120,7 +120,8 @@ def test_the_true_topics_have_lower_perplexity_than_random_ones(lda):
 
 def test_heldout_scores_carry_their_standard_errors_and_paired_gaps(lda):
     """Against a slow reference in the test: each held-out document completed under each model one by one
-    (the kernel's per-document scores), the ratio estimator's error and the paired error written out."""
+    (the kernel's per-document scores, by the VB fold-in and by the sampled one under the document's hash), the
+    ratio estimator's error and the paired error written out."""
     from jsmf_dask.kernels.heldout import document_completion
 
     truth = read_truth(lda)["B"]
@@ -128,7 +129,7 @@ def test_heldout_scores_carry_their_standard_errors_and_paired_gaps(lda):
     _store_model(lda, "exact", truth, 0.2)
     _store_model(lda, "blurred", noisy, 0.2)
     out = evaluate(lda, models=["exact", "blurred"])["models"]
-    L, n = {"exact": [], "blurred": []}, []
+    L, n = {"exact": [], "blurred": [], "exact sampled": [], "blurred sampled": []}, []
     for block in list_blocks(corpus_dir(str(lda))):
         table = read_block(block, 300)
         held = heldout_mask(table.column("doc_id"), 0.2)
@@ -139,11 +140,15 @@ def test_heldout_scores_carry_their_standard_errors_and_paired_gaps(lda):
             rows += [d] * len(idx)
             cols += list(zip(idx, cnt, strict=True))
         X = sps.csr_array(([c for _, c in cols], (rows, [w for w, _ in cols])), shape=(table.num_rows, 300))
-        observed, scored = split_tokens(X, doc_hashes(table.column("doc_id")))
+        hashes = doc_hashes(table.column("doc_id"))
+        observed, scored = split_tokens(X, hashes)
         for d in range(table.num_rows):  # one document at a time
             for name, B in (("exact", truth), ("blurred", noisy)):
                 ll, tok, _ = document_completion(observed[[d]], scored[[d]], B, np.full(5, 0.1))
                 L[name].append(ll[0])
+                ll, _, _ = document_completion(observed[[d]], scored[[d]], B, np.full(5, 0.1), fold_in="sampled",
+                                               hashes=hashes[[d]])
+                L[f"{name} sampled"].append(ll[0])
             n.append(tok[0])
     n = np.array(n)
     L = {k: np.array(v) for k, v in L.items()}
@@ -166,6 +171,30 @@ def test_heldout_scores_carry_their_standard_errors_and_paired_gaps(lda):
     own = [out[k]["heldout"]["perplexity_se"] / out[k]["heldout"]["perplexity"] for k in ("exact", "blurred")]
     assert blurred["loglik_gap_se"] < 0.5 * np.hypot(*own)
     assert blurred["loglik_gap_to_best"] > 5 * blurred["loglik_gap_se"]  # a blurred truth is measurably worse
+    for name in ("exact", "blurred"):  # the sampled fold-in's figures, from the same documents
+        sampled = out[name]["heldout"]["sampled_fold_in"]
+        per_token = L[f"{name} sampled"].sum() / n.sum()
+        assert sampled["perplexity"] == pytest.approx(np.exp(-per_token), rel=1e-10)
+        assert sampled["best_model"] == "exact"
+    diff = L["exact sampled"] - L["blurred sampled"]
+    assert out["blurred"]["heldout"]["sampled_fold_in"]["loglik_gap_to_best"] == pytest.approx(diff.sum() / n.sum(),
+                                                                                               rel=1e-8)
+    alone = evaluate(lda, models=["exact"], sampled_fold_in=False)["models"]["exact"]["heldout"]
+    assert "sampled_fold_in" not in alone and alone["perplexity"] == out["exact"]["heldout"]["perplexity"]
+
+
+def test_evaluate_command_scores_by_both_fold_ins_unless_told_not_to(lda, capsys):
+    from jsmf_dask.cli import main
+
+    args = ["evaluate", str(lda), "--model", "ap", "--scheduler", "synchronous", "--quiet"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    held_out_lines = [line for line in out.splitlines() if line.startswith("ap ") and " ± " in line]
+    assert "(the sampled fold-in):" in out and len(held_out_lines) == 2
+    assert main([*args, "--no-sampled-fold-in"]) == 0
+    out = capsys.readouterr().out
+    held_out_lines = [line for line in out.splitlines() if line.startswith("ap ") and " ± " in line]
+    assert "sampled fold-in" not in out and len(held_out_lines) == 1
 
 
 def test_the_same_documents_are_held_out_after_an_append(parts, tmp_path):  # noqa: F811
