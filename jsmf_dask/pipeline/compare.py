@@ -28,8 +28,8 @@ __all__ = ["METHODS", "CompareResult", "compare"]
 
 METHODS = compare_methods()
 #: The measures of ``compare.md`` and ``compare.png`` (against the original C): the paper's, NPMI and held-out
-#: perplexity.
-SHOWN = (*METRICS, "npmi", "perplexity")
+#: perplexity by both fold-ins (``evaluate``'s).
+SHOWN = (*METRICS, "npmi", "perplexity", "perplexity_sampled")
 
 
 @dataclass
@@ -163,6 +163,7 @@ def compare(
         rect = entry.get("rectified_C", {})
         row |= {f"{m}_rectified_C": rect.get(m) for m in METRICS}
         row["perplexity"] = entry.get("heldout", {}).get("perplexity")
+        row["perplexity_sampled"] = entry.get("heldout", {}).get("sampled_fold_in", {}).get("perplexity")
         rows.append(row)
     out = report_dir(root)
     # earlier sweeps stay: a (method, K) measured again replaces its row, the others are kept

@@ -26,6 +26,7 @@ _LABELS = {
     "coherence": "Coherence (higher better)",
     "npmi": "NPMI (higher better)",
     "perplexity": "Held-out perplexity (lower better)",
+    "perplexity_sampled": "Held-out perplexity, sampled fold-in",
 }
 
 

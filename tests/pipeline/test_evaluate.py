@@ -197,8 +197,9 @@ def test_compare_runs_every_method_and_writes_table_and_figure(tmp_path):
     by = {(r["method"], r["n_topics"]): r for r in result.rows}
     for k in (3, 4):  # ap+vb refines the ap model of the same K; every model trained without the held-out docs
         assert by[("ap+vb", k)]["model"] == f"k{k}-ap-vb"
-        assert all(by[(m, k)]["perplexity"] > 1 for m in methods)
+        assert all(by[(m, k)]["perplexity"] > 1 and by[(m, k)]["perplexity_sampled"] > 1 for m in methods)
         assert by[("ap+vb", k)]["perplexity"] < by[("none", k)]["perplexity"]
+        assert by[("ap+vb", k)]["perplexity_sampled"] < by[("none", k)]["perplexity_sampled"]
     gibbs = [r for r in result.rows if r["method"] == "gibbs"]
     C = open_cooccurrence(f"{tmp_path}/cooc.zarr").C[:]
     for r in gibbs:  # no anchors (no recovery), but scored like any model: ‖C/ΣC − BABᵀ‖ by hand
