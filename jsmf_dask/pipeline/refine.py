@@ -45,7 +45,8 @@ from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
-from jsmf_dask.pipeline.refine_candidates import Candidate, TrailingRuns, candidates, choose, eta_text
+from jsmf_dask.pipeline.refine_candidates import (Candidate, TrailingRuns, candidates, choose, eta_text,
+                                                  several_methods)
 from jsmf_dask.stages.refine import COLLAPSED_METHODS, METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_sweeps import (
     IMPROVEMENT,
@@ -297,13 +298,13 @@ def refine(
             fs.makedirs(path, exist_ok=True)
         # each candidate's run to its stop, in its own scratch, all of them in lockstep
         starts = [start(DocumentSplit(heldout, validation), c) for c in tried]
-        several_methods = len({c.method for c in tried}) > 1
+        by_method = several_methods(c.method for c in tried)
         trailing = TrailingRuns(tried)  # a method's run far behind another's is dropped on the way
         with prepared_blocks(blocks, starts[0][1], corpus_nnz(corpus), join(tmp, "_scratch", "prepared")) as prepared:
             runs = run_together([
                 sweep_loop(prepared, params, counts, scratch, alpha=alpha, eta=c.eta, sweeps=sweeps, tol=tol,
                            stop_by_validation=True, drawn=c.drawn_sweeps, on_sweep=trailing.recorder(j, on_sweep),
-                           candidate=(f"{c.method}, " if several_methods else "") +
+                           candidate=(f"{c.method}, " if by_method else "") +
                            f"eta {eta_text(c.eta)}, {c.drawn_sweeps} drawn" if len(tried) > 1 else "")
                 for j, (c, scratch, (counts, params)) in enumerate(zip(tried, scratches, starts, strict=True))],
                 drop=trailing)

@@ -18,8 +18,8 @@ import numpy as np
 from jsmf_dask.kernels.model_selection import paired_gap
 
 __all__ = ["Candidate", "DRAWN_MARGIN_SE", "DRAWN_SWEEPS", "SAMPLED_MIN_TOKENS", "SAMPLED_MAX_MEAN_TOKENS",
-           "DROP_AFTER_SWEEPS", "DROP_MARGIN", "TrailingRuns", "candidates", "auto_methods", "choose", "choice_line",
-           "eta_text"]
+           "DROP_AFTER_SWEEPS", "DROP_MARGIN", "TrailingRuns", "candidates", "auto_methods", "several_methods",
+           "choose", "choice_line", "eta_text"]
 
 
 class Candidate(NamedTuple):
@@ -85,6 +85,11 @@ def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int,
         runs += [Candidate(m, e, d) for e in etas for d in draws]
     return runs
 
+def several_methods(methods) -> bool:
+    """Whether candidates with these methods (one per candidate) differ by their method (``method='auto'``)."""
+    return len(set(methods)) > 1
+
+
 #: Candidates of several methods (``method='auto'``) run in lockstep, each to its own stop; after this many
 #: sweeps one whose best validation perplexity is more than :data:`DROP_MARGIN` (relative) above another's best is
 #: dropped there (:class:`TrailingRuns`): it would not be kept, and its sweeps cost as much as the leader's.
@@ -111,7 +116,7 @@ class TrailingRuns:
 
     def __init__(self, tried: list[Candidate]):
         self.curves: list[list[float]] = [[] for _ in tried]
-        self.active = len({c.method for c in tried}) > 1
+        self.active = several_methods(c.method for c in tried)
 
     def recorder(self, j: int, on_sweep):
         """An ``on_sweep`` for run ``j``: notes its validation score of each soft sweep, then calls ``on_sweep``."""
@@ -194,16 +199,16 @@ def choice_line(attrs: dict) -> str | None:
     candidates = attrs.get("candidates")
     if not candidates:
         return None
-    several_methods = len({c.get("method") for c in candidates}) > 1
+    by_method = several_methods(c.get("method") for c in candidates)
     methods_only = len({(eta_text(c["eta"]), c["drawn_sweeps"]) for c in candidates}) == 1  # 'auto' alone
 
     def tried(c: dict) -> str:
         score = "not scored" if c["validation_perplexity"] is None else f"{c['validation_perplexity']:.1f}"
         if c.get("stopped") == "dropped":
             score += f" (dropped after {c['sweeps']} sweeps)"
-        if several_methods and methods_only:
+        if by_method and methods_only:
             return f"{c['method']}: {score}"
-        line = (f"{c['method']}, " if several_methods else "") + \
+        line = (f"{c['method']}, " if by_method else "") + \
             f"eta {eta_text(c['eta'])} with {c['drawn_sweeps']} drawn: {score}"
         if c["drawn_sweeps"] and c.get("gain_se") is not None:  # −gain: the perplexity's change, to first order
             line += f" ({-100 * c['gain']:+.2f}% ± {100 * c['gain_se']:.2f}%)"
@@ -216,9 +221,9 @@ def choice_line(attrs: dict) -> str | None:
     within_margin = bool(kept) and any(not drawn and score < min(kept) for drawn, score in scores)
     how = ("kept: the validation documents score a soft run lower, but within their paired error, and a drawn "
            "run is dropped only beyond it" if within_margin else "chosen by the validation documents")
-    if several_methods and methods_only:
+    if by_method and methods_only:
         return f"{attrs['method']} {how} ({', '.join(tried(c) for c in candidates)})"
-    method = f"{attrs['method']}, " if several_methods else ""
+    method = f"{attrs['method']}, " if by_method else ""
     return (f"{method}eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) {how} "
             f"({', '.join(tried(c) for c in candidates)})")
 

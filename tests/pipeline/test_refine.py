@@ -1130,3 +1130,31 @@ def test_auto_drops_the_trailing_method_and_keeps_the_leader_as_it_runs_alone(pl
         choice_line(both.attrs)
     alone = refine(plain_lda_root, model="ap", name="drop-alone", method=kept["method"], sweeps=8, refit="never")
     np.testing.assert_array_equal(alone.B, both.B)
+
+
+def test_a_sampled_run_dropped_while_its_mean_is_scored_is_not_kept(plain_lda_root, monkeypatch):
+    """The drop may fall on the step where a sampled run's mean is being scored (its last graph): the run stops
+    there as dropped, the other method's run is kept, to the bit what it is alone."""
+    import jsmf_dask.pipeline.refine_candidates as candidates_module
+    import jsmf_dask.pipeline.refine_sweeps as sweeps_module
+
+    monkeypatch.setattr(candidates_module, "SAMPLED_MIN_TOKENS", 10_000)
+    monkeypatch.setattr(candidates_module, "SAMPLED_MAX_MEAN_TOKENS", 1_000)
+    scoring_mean = []
+    score_mean = sweeps_module.validation_tasks
+
+    def noted(*args, **kwargs):
+        scoring_mean.append(True)
+        return score_mean(*args, **kwargs)
+
+    monkeypatch.setattr(sweeps_module, "validation_tasks", noted)
+    # the sampled run is the second candidate; it is named for a drop only once its mean is being scored
+    monkeypatch.setattr(candidates_module.TrailingRuns, "__call__",
+                        lambda self, running: [j for j in running if j == 1 and scoring_mean])
+    both = refine(plain_lda_root, model="ap", name="drop-scoring", sweeps=6, refit="never")
+    assert scoring_mean  # the drop fell on that step
+    by_method = {c["method"]: c for c in both.attrs["candidates"]}
+    assert by_method["sampled"]["stopped"] == "dropped" and by_method["cvb0"]["stopped"] != "dropped"
+    assert both.attrs["method"] == "cvb0"
+    alone = refine(plain_lda_root, model="ap", name="drop-scoring-alone", method="cvb0", sweeps=6, refit="never")
+    np.testing.assert_array_equal(alone.B, both.B)
