@@ -35,9 +35,9 @@ PROBABILITY_FLOOR = 1e-12  # a scored word no topic can produce (it never occurr
 FOLD_INS = ("vb", "sampled")
 
 #: The sampled fold-in's passes (:func:`sampled_theta`): discarded, then averaged. Measured (session 37, the
-#: benchmarks README; 100-word documents, 21 observed tokens, K 20): the estimate's noise lowers a perplexity by
-#: about c / draws (log of a noisy mean), with c 0.6% of it for a broad model, 0.3% for Gibbs's sharper one; at
-#: 200 draws the two differ from 500 draws' by 0.2% and 0.1%, a tenth of the gaps the fold-ins disagree by.
+#: benchmarks README; 100-word documents, 21 observed tokens, K 20): the estimate's noise raises a perplexity by
+#: about c / draws of it (the log of a noisy mean), c about 0.6 for a broad model and 0.3 for Gibbs's sharper
+#: one; at 200 draws the two are within 0.2% and 0.1% of 500 draws', a tenth of the gaps the fold-ins disagree by.
 FOLD_IN_BURN_IN = 20
 FOLD_IN_DRAWS = 200
 
