@@ -252,9 +252,9 @@ MODEL_LAYOUT: dict[str, Any] = {
         "eta": "refined models: the final topics' topic-word prior (learned with eta='auto', chosen if a list)",
         "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run; its refit draws none)",
         "candidates": "refined models that chose among candidates, else null: [{method, eta, drawn_sweeps, "
-                      "validation_perplexity, sweeps, stopped, returned_state, gain, gain_se}] of each run: the "
-                      "validation perplexity of the state it returns (returned_state; 1: its start); its validation "
-                      "log likelihood per token minus the best soft run's, and the paired error (or null); the lowest "
+                      "validation_perplexity, sweeps, stopped, returned_state, gain, gain_se, specificity}] of each "
+                      "run: the validation perplexity and specificity of the state it returns (1: its start); its "
+                      "validation log likelihood per token minus the best soft run's, and the paired error; the lowest "
                       "perplexity chose among the soft and among the drawn runs (not those dropped or returning their "
                       "start), a drawn one kept unless its gain was below -DRAWN_MARGIN_SE errors",
         "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "

@@ -37,7 +37,7 @@ from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model,
 from jsmf_dask.io.parquet import corpus_dir, corpus_nnz, corpus_tokens, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_validation_fraction, zarr_store
-from jsmf_dask.kernels.metrics import topic_changes
+from jsmf_dask.kernels.metrics import specificity, topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.variational import moment_alpha, topic_bound, topic_shares, topics_from_model
@@ -268,7 +268,8 @@ def refine(
     n_rows = sum(b.n_rows for b in blocks)
     # each topic's share of the tokens as B0 explains the word frequencies: positive for every topic, where
     # A0's row sums (the anchors' block of C̄) can leave a topic with none, which refine could never revive
-    shares = topic_shares(B0, source.arrays.get("p_word"), A0)
+    p_source = source.arrays.get("p_word")
+    shares = topic_shares(B0, p_source, A0)
     alpha_vec = moment_alpha(A0, mean=shares) if alpha == "auto" else np.full(k, float(alpha))
     tokens = float(np.asarray(vocab.column("tf")).sum())
 
@@ -419,7 +420,9 @@ def refine(
             "candidates": [{"method": c.method, "eta": c.eta, "drawn_sweeps": c.drawn_sweeps,
                             "validation_perplexity": _nan_to_none(r.best_seen), "sweeps": len(r.records),
                             "stopped": r.stopped,
-                            "returned_state": r.best_sweep, "gain": gain[0], "gain_se": gain[1]}
+                            "returned_state": r.best_sweep, "gain": gain[0], "gain_se": gain[1],
+                            "specificity": None if p_source is None else  # its topics', in bits, against p(w)
+                            specificity(collapsed_topics(r.counts, r.params.eta), p_source)}
                            for c, r, gain in zip(tried, runs, gains, strict=True)]
             if len(tried) > 1 else None,
             "warnings": [warning] if warning else [],

@@ -19,7 +19,7 @@ from jsmf_dask.kernels.model_selection import paired_gap
 
 __all__ = ["Candidate", "DRAWN_MARGIN_SE", "DRAWN_SWEEPS", "SAMPLED_MIN_TOKENS", "SAMPLED_MAX_MEAN_TOKENS",
            "DROP_AFTER_SWEEPS", "DROP_MARGIN", "TrailingRuns", "candidates", "auto_methods", "several_methods",
-           "choose", "choice_line", "eta_text"]
+           "choose", "choice_line", "BROADER_SHARE", "eta_text"]
 
 
 class Candidate(NamedTuple):
@@ -222,10 +222,29 @@ def choice_line(attrs: dict) -> str | None:
     how = ("kept: the validation documents score a soft run lower, but within their paired error, and a drawn "
            "run is dropped only beyond it" if within_margin else "chosen by the validation documents")
     if by_method and methods_only:
-        return f"{attrs['method']} {how} ({', '.join(tried(c) for c in candidates)})"
+        return f"{attrs['method']} {how} ({', '.join(tried(c) for c in candidates)})" + _broader(attrs, candidates)
     method = f"{attrs['method']}, " if by_method else ""
     return (f"{method}eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) {how} "
             f"({', '.join(tried(c) for c in candidates)})")
+
+
+#: :func:`choice_line` says the kept method's topics are broader when their specificity is below this share of
+#: another method's run (the sampled model's is 61–72% of CVB0's where it is kept; the benchmarks README).
+BROADER_SHARE = 0.9
+
+
+def _broader(attrs: dict, candidates: list[dict]) -> str:
+    """'; its topics are broader than …' when the kept method's are far less specific than another's, else ''."""
+    mine = [c.get("specificity") for c in candidates
+            if c["method"] == attrs["method"] and c.get("stopped") != "dropped"]
+    others = [c for c in candidates if c["method"] != attrs["method"] and c.get("specificity") is not None]
+    if not mine or mine[0] is None or not others:
+        return ""
+    sharpest = max(others, key=lambda c: c["specificity"])
+    if mine[0] >= BROADER_SHARE * sharpest["specificity"]:
+        return ""
+    return (f"; its topics are broader than {sharpest['method']}'s (specificity {mine[0]:.2f} against "
+            f"{sharpest['specificity']:.2f} bits): `--method {sharpest['method']}` keeps sharper ones")
 
 
 def eta_text(value: float | str) -> str:

@@ -473,6 +473,26 @@ def test_choice_line_says_when_the_drawn_run_stands_within_the_margin():
         "eta 0.05 with 0 drawn sweep(s) chosen by the validation documents (")
 
 
+def test_choice_line_says_when_the_kept_methods_topics_are_broader():
+    """Below BROADER_SHARE of another method's specificity the line says so and names the method to ask for; a
+    dropped run's or a missing specificity says nothing."""
+    def attrs(kept: str, sampled: float | None, cvb0: float | None, stopped: str = "validation") -> dict:
+        return {"method": kept, "eta": 0.05, "drawn_sweeps": 0, "candidates": [
+            {"method": "cvb0", "eta": 0.05, "drawn_sweeps": 0, "validation_perplexity": 1309.7, "specificity": cvb0,
+             "stopped": stopped if kept == "sampled" else "validation", "sweeps": 10},
+            {"method": "sampled", "eta": 0.05, "drawn_sweeps": 0, "validation_perplexity": 1260.0,
+             "specificity": sampled, "stopped": "validation", "sweeps": 27}]}
+
+    line = choice_line(attrs("sampled", 1.66, 2.72))
+    assert line == ("sampled chosen by the validation documents (cvb0: 1309.7, sampled: 1260.0); its topics are "
+                    "broader than cvb0's (specificity 1.66 against 2.72 bits): `--method cvb0` keeps sharper ones")
+    assert choice_line(attrs("sampled", 1.66, 2.72, stopped="dropped")).endswith(
+        "`--method cvb0` keeps sharper ones")  # a dropped run's topics are still what the other method gives
+    assert choice_line(attrs("sampled", 2.50, 2.72)).endswith("sampled: 1260.0)")  # within BROADER_SHARE
+    assert choice_line(attrs("cvb0", 1.66, 2.72)).endswith("sampled: 1260.0)")  # the kept one is the sharper
+    assert choice_line(attrs("sampled", 1.66, None)).endswith("sampled: 1260.0)")  # no specificity recorded
+
+
 def test_auto_tries_the_sampled_method_only_on_a_corpus_of_short_documents_with_validation_documents():
     """'auto' is CVB0, and CVB0 and sampled side by side on at least SAMPLED_MIN_TOKENS training tokens in documents
     of at most SAMPLED_MAX_MEAN_TOKENS on average, with validation documents to choose between them; not with CVB0's
@@ -703,6 +723,11 @@ def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_ro
                                              "validation documents (cvb0, eta 0.01 with 0 drawn: ")
     alone = refine(plain_lda_root, model="ap", name="methods-alone", method=lower["method"], sweeps=6, refit="never")
     np.testing.assert_array_equal(alone.B, both.B)
+    from jsmf_dask.kernels.metrics import specificity
+
+    # each candidate records its topics' specificity (the kept one's: the model's)
+    assert lower["specificity"] == pytest.approx(
+        specificity(both.B, open_model(plain_lda_root, "ap").arrays["p_word"]), rel=1e-10)
     # each candidate is chosen by the score of the state it returns: the sampled run's the mean of its last states
     sampled_alone = alone if lower["method"] == "sampled" else \
         refine(plain_lda_root, model="ap", name="methods-sampled", method="sampled", sweeps=6, refit="never")
