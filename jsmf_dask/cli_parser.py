@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "trained on any of them is an error (default: the fraction cooc.zarr was built with)")
     p.add_argument("--no-sampled-fold-in", dest="sampled_fold_in", action="store_false",
                    help="score the held-out documents by the VB fold-in alone, not also by the sampled one "
-                   "(theta the exact posterior mean by Gibbs sampling; about as costly again)")
+                   "(theta the exact posterior mean by Gibbs sampling; 4-9x the VB fold-in's time)")
     _add_cluster_options(p, overwrite=False)
 
     p = _command(
