@@ -85,6 +85,7 @@ def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int,
         runs += [Candidate(m, e, d) for e in etas for d in draws]
     return runs
 
+
 def several_methods(methods) -> bool:
     """Whether candidates with these methods (one per candidate) differ by their method (``method='auto'``)."""
     return len(set(methods)) > 1
@@ -229,7 +230,8 @@ def choice_line(attrs: dict) -> str | None:
 
 
 #: :func:`choice_line` says the kept method's topics are broader when their specificity is below this share of
-#: another method's run (the sampled model's is 61–72% of CVB0's where it is kept; the benchmarks README).
+#: another method's run (where the sampled model is kept its specificity is 54–72% of CVB0's run's, session 37's
+#: in-band runs; the benchmarks README).
 BROADER_SHARE = 0.9
 
 
