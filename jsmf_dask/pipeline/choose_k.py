@@ -340,6 +340,7 @@ def choose_k(
         # the validation documents every refine scored: beyond its sample of them, refine trains on the rest
         (scored,) = _progress.compute(document_scores_tasks(
             blocks, store.n_words, DocumentSplit(heldout, validation), models, sample=min(samples)))
+    scored = scored["vb"]
     n_tok, scores = scored.n_tokens, scored.log_likelihood
     if n_tok.sum() == 0:
         raise StoreError(f"{corpus}: the validation documents have no tokens to score (documents of one token)")

@@ -156,25 +156,27 @@ def _saw_heldout(model: FittedModel, fraction: float) -> str | None:
             f"held out at {fraction}; refit it on a store built with `jsmf cooccur --heldout {fraction}`")
 
 
-def heldout_document_scores(root: str, names: list[str], fraction: float, *, fold_in: str = "vb") -> DocumentScores:
+def heldout_document_scores(root: str, names: list[str], fraction: float, *,
+                            fold_ins: tuple[str, ...] = ("vb",)) -> dict[str, DocumentScores]:
     """Document completion of every held-out document (doc_id hash below ``fraction``) under each model in
-    ``names`` with its own document prior (:func:`document_prior`): per document, in one order for all.
-    ``fold_in``: how each document's ``θ`` is inferred (:func:`~jsmf_dask.kernels.heldout.document_completion`)."""
+    ``names`` with its own document prior (:func:`document_prior`): per document, in one order for all, under each
+    fold-in of ``fold_ins`` (how each document's ``θ`` is inferred:
+    :func:`~jsmf_dask.kernels.heldout.document_completion`), keyed by it; the corpus is read once."""
     models = {}
     for name in names:
         model = open_model(root, name)
         models[name] = (model.arrays["B"], document_prior(model)[0])
-    return _heldout_scores(root, models, fraction, fold_in)
+    return _heldout_scores(root, models, fraction, fold_ins)
 
 
 def _heldout_scores(root: str, models: dict[str, tuple[np.ndarray, np.ndarray]], fraction: float,
-                    fold_in: str = "vb") -> DocumentScores:
+                    fold_ins: tuple[str, ...]) -> dict[str, DocumentScores]:
     """:func:`heldout_document_scores` of models given as ``name -> (B, alpha)``."""
     corpus = corpus_dir(root)
     (scores,) = _progress.compute(document_scores_tasks(list_blocks(corpus), read_vocabulary(corpus).num_rows,
                                                         DocumentSplit(heldout=fraction), models, which="heldout",
-                                                        fold_in=fold_in))
-    if scores.n_tokens.sum() == 0:
+                                                        fold_ins=fold_ins))
+    if scores[fold_ins[0]].n_tokens.sum() == 0:
         raise StoreError(f"{corpus}: no held-out document at fraction {fraction}")
     return scores
 
@@ -228,8 +230,9 @@ def heldout_perplexity(root: str, names: list[str], fraction: float, *, strict: 
         scored[name] = (model.arrays["B"], alpha)
     if not scored:
         return out
-    scores = _heldout_scores(root, scored, fraction)
-    sampled = _perplexities(_heldout_scores(root, scored, fraction, "sampled")) if sampled_fold_in else {}
+    by_fold_in = _heldout_scores(root, scored, fraction, ("vb", "sampled") if sampled_fold_in else ("vb",))
+    scores = by_fold_in["vb"]
+    sampled = _perplexities(by_fold_in["sampled"]) if sampled_fold_in else {}
 
     def finite(entry: dict) -> dict:
         return {key: (_finite(v) if isinstance(v, float) else v) for key, v in entry.items()}

@@ -152,34 +152,44 @@ class DocumentScores:
 
 
 def _scores_block(block: Block, n_words: int, split: DocumentSplit, which: str,
-                  models: dict[str, tuple[np.ndarray, np.ndarray]], sample: float = 1.0,
-                  fold_in: str = "vb") -> DocumentScores:
+                  models: dict[str, tuple[np.ndarray, np.ndarray]], sample: float,
+                  fold_ins: tuple[str, ...]) -> dict[str, DocumentScores]:
     table = read_block(block, n_words)
     hashes = doc_hashes(table.column("doc_id"))
     chosen = split.masks(hashes=hashes)[0 if which == "heldout" else 1] & sample_mask(hashes, sample)
     if not chosen.any():
-        return DocumentScores(np.zeros(0, np.uint64), np.zeros(0), {name: np.zeros(0) for name in models},
-                              {name: 0 for name in models})
+        return {fold_in: DocumentScores(np.zeros(0, np.uint64), np.zeros(0), {name: np.zeros(0) for name in models},
+                                        {name: 0 for name in models}) for fold_in in fold_ins}
     table = table.filter(pa.array(chosen))
     observed, scored = split_tokens(block_counts(table, n_words), hashes[chosen])
-    ll, floored, n_tok = {}, {}, None
-    for name, (B, alpha) in models.items():
-        ll[name], n_tok, floored[name] = document_completion(observed, scored, B, alpha, fold_in=fold_in,
-                                                             hashes=hashes[chosen])
-    return DocumentScores(hashes[chosen], n_tok, ll, floored)
+    out = {}
+    for fold_in in fold_ins:  # the block read and split once for every fold-in
+        ll, floored, n_tok = {}, {}, None
+        for name, (B, alpha) in models.items():
+            ll[name], n_tok, floored[name] = document_completion(observed, scored, B, alpha, fold_in=fold_in,
+                                                                 hashes=hashes[chosen])
+        out[fold_in] = DocumentScores(hashes[chosen], n_tok, ll, floored)
+    return out
 
 
-def _concat_scores(*parts: DocumentScores) -> DocumentScores:
-    names = list(parts[0].log_likelihood)
-    return DocumentScores(np.concatenate([p.hashes for p in parts]), np.concatenate([p.n_tokens for p in parts]),
-                          {name: np.concatenate([p.log_likelihood[name] for p in parts]) for name in names},
-                          {name: sum(p.n_floored[name] for p in parts) for name in names})
+def _concat_scores(*parts: dict[str, DocumentScores]) -> dict[str, DocumentScores]:
+    out = {}
+    for fold_in in parts[0]:
+        these = [p[fold_in] for p in parts]
+        names = list(these[0].log_likelihood)
+        out[fold_in] = DocumentScores(
+            np.concatenate([p.hashes for p in these]), np.concatenate([p.n_tokens for p in these]),
+            {name: np.concatenate([p.log_likelihood[name] for p in these]) for name in names},
+            {name: sum(p.n_floored[name] for p in these) for name in names})
+    return out
 
 
 def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSplit,
                           models: dict[str, tuple[np.ndarray, np.ndarray]], *,
-                          which: str = "validation", sample: float = 1.0, fold_in: str = "vb") -> dask.delayed:
-    """One delayed :class:`DocumentScores` over the held-out or the validation documents of ``split``.
+                          which: str = "validation", sample: float = 1.0,
+                          fold_ins: tuple[str, ...] = ("vb",)) -> dask.delayed:
+    """One delayed dict of :class:`DocumentScores`, one per fold-in, over the held-out or the validation
+    documents of ``split``.
 
     Document completion (:func:`~jsmf_dask.kernels.heldout.document_completion`)
     of every such document under each model, per document and in the same order
@@ -198,17 +208,19 @@ def document_scores_tasks(blocks: list[Block], n_words: int, split: DocumentSpli
         Score only this fraction of those documents, a sample by id
         (:func:`~jsmf_dask.kernels.doc_split.sample_mask`: the documents a
         refine with this ``validation_sample`` scored, and so never trained on).
-    fold_in : {'vb', 'sampled'}, default='vb'
+    fold_ins : tuple of {'vb', 'sampled'}, default=('vb',)
         How ``θ`` of a document's observed half is inferred
-        (:func:`~jsmf_dask.kernels.heldout.document_completion`).
+        (:func:`~jsmf_dask.kernels.heldout.document_completion`): the result
+        holds each one's scores under its name, the corpus read once for all.
     """
     if which not in ("validation", "heldout"):
         raise ValueError(f"which must be 'validation' or 'heldout', not {which!r}")
-    if fold_in not in FOLD_INS:
-        raise ValueError(f"fold_in must be one of {FOLD_INS}, not {fold_in!r}")
+    fold_ins = tuple(fold_ins)
+    if not fold_ins or any(f not in FOLD_INS for f in fold_ins):
+        raise ValueError(f"fold_ins must be one or more of {FOLD_INS}, not {fold_ins!r}")
     shared = dask.delayed(models, pure=True)
-    token = tokenize(blocks, n_words, split, which, models, sample, fold_in)
-    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, which, shared, sample, fold_in,
+    token = tokenize(blocks, n_words, split, which, models, sample, fold_ins)
+    parts = [dask.delayed(_scores_block, pure=True)(b, n_words, split, which, shared, sample, fold_ins,
                                                     dask_key_name=f"doc-scores-{token}-{i}")
              for i, b in enumerate(blocks)]
     return dask.delayed(_concat_scores, pure=True)(*parts)

@@ -297,8 +297,9 @@ def _paired_to_gibbs(root: str, names: list[str], gibbs: str | None) -> dict[str
     if gibbs not in names:
         return {}
     out: dict[str, dict] = {name: {} for name in names if name != gibbs}
+    by_fold_in = heldout_document_scores(root, names, 0.1, fold_ins=("vb", "sampled"))
     for fold_in, suffix in (("vb", ""), ("sampled", "_sampled")):
-        scores = heldout_document_scores(root, names, 0.1, fold_in=fold_in)
+        scores = by_fold_in[fold_in]
         L, n = scores.log_likelihood, scores.n_tokens
         for name in out:
             out[name] |= dict(zip((f"loglik_gap_to_gibbs{suffix}", f"loglik_gap_se{suffix}"),

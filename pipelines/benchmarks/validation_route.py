@@ -51,7 +51,7 @@ def run_corpus(corpus: str, topics: list[int], out: Path, data: Path) -> list[di
             refined = refine(root, model=f"k{k}-ap", name=f"k{k}-refined", overwrite=True)
             seconds = time.perf_counter() - t0
             perplexity = evaluate(root, models=[f"k{k}-refined"])["models"][f"k{k}-refined"]["heldout"]["perplexity"]
-            scores[route] = heldout_document_scores(root, [f"k{k}-refined"], HELDOUT)
+            scores[route] = heldout_document_scores(root, [f"k{k}-refined"], HELDOUT)["vb"]
             row[route] = {"perplexity": perplexity, "seconds": seconds, "stopped": refined.attrs["stopped"],
                           "returned_state": refined.attrs["returned_state"],
                           "warnings": len(refined.attrs["warnings"])}

@@ -183,6 +183,35 @@ def test_heldout_scores_carry_their_standard_errors_and_paired_gaps(lda):
     assert "sampled_fold_in" not in alone and alone["perplexity"] == out["exact"]["heldout"]["perplexity"]
 
 
+def test_document_scores_read_each_block_once_for_every_fold_in(lda, monkeypatch):
+    """Both fold-ins' scores from one read of the corpus, each equal to its own pass's to the bit."""
+    import jsmf_dask.stages.evaluate as stage
+    from jsmf_dask.kernels.doc_split import DocumentSplit
+
+    truth = read_truth(lda)["B"]
+    blocks = list_blocks(corpus_dir(str(lda)))
+    models = {"truth": (truth, np.full(5, 0.1))}
+    reads = []
+    monkeypatch.setattr(stage, "read_block", lambda block, n: reads.append(block) or read_block(block, n))
+
+    def scores(fold_ins):
+        with dask.config.set({"scheduler": "synchronous"}):
+            (got,) = dask.compute(stage.document_scores_tasks(blocks, 300, DocumentSplit(heldout=0.2), models,
+                                                              which="heldout", fold_ins=fold_ins))
+        return got
+
+    both = scores(("vb", "sampled"))
+    assert len(reads) == len(blocks) > 1
+    for fold_in in ("vb", "sampled"):
+        alone = scores((fold_in,))[fold_in]
+        np.testing.assert_array_equal(both[fold_in].hashes, alone.hashes)
+        np.testing.assert_array_equal(both[fold_in].log_likelihood["truth"], alone.log_likelihood["truth"])
+    assert not np.array_equal(both["vb"].log_likelihood["truth"], both["sampled"].log_likelihood["truth"])
+    for bad in ((), ("gibbs",), ("vb", "exact")):
+        with pytest.raises(ValueError, match="fold_ins must be one or more of"):
+            stage.document_scores_tasks(blocks, 300, DocumentSplit(heldout=0.2), models, fold_ins=bad)
+
+
 def test_evaluate_command_scores_by_both_fold_ins_unless_told_not_to(lda, capsys):
     from jsmf_dask.cli import main
 
