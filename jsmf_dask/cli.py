@@ -100,7 +100,7 @@ NO_VALIDATION_NOTE = ("note: without validation documents refine runs to --tol o
 def _run_refine(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
     from jsmf_dask.pipeline.refine import refine
-    from jsmf_dask.pipeline.refine_candidates import choice_line
+    from jsmf_dask.pipeline.refine_candidates import choice_line, stored_route
 
     result = refine(args.root, model=args.model, **_stage_kwargs(args, "refine"), name=args.name,
                     heldout=args.heldout, overwrite=args.overwrite, on_sweep=None if args.quiet else print_line)
@@ -122,7 +122,7 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
         score += (f"; then {result.attrs['refit']['sweeps']} sweep(s) on from it with the validation "
                   "documents in training (refit)")
     head = [f"model {result.name}: {result.B.shape[1]} topics refined from {result.source} by {result.n_iter} "
-            f"sweep(s) of {result.attrs['method']} (stopped by {result.attrs['stopped']}; {score}); "
+            f"sweep(s) of {stored_route(result.attrs)} (stopped by {result.attrs['stopped']}; {score}); "
             f"written to {result.url} and {topics_path(args.root, result.name)}"]
     if not valid["n_docs"] and args.validation is None:
         head.append(NO_VALIDATION_NOTE)

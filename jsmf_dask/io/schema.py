@@ -244,21 +244,21 @@ MODEL_LAYOUT: dict[str, Any] = {
         "rectified": "DC and none (Baseline) models: {form, scale}: the rectified C is cooc.zarr's C / scale (DC: "
                      "with rectified_diagonal), read from the store while its provenance equals attrs.cooccurrence "
                      "(after cooccur --update or a rebuild, refit)",
-        "source": "refined models: {name, rectifier} of the model refinement started from",
+        "source": "refined models: {name, rectifier} of the spectral model refined",
+        "start": "refined models: where the run kept started: 'spectral' (source) or 'chain' (a Gibbs chain's topics)",
         "training": "refined models: {n_docs, n_tokens} trained on (with a refit, the validation documents too)",
         "bound_per_word": "refined models: the final bound (VB) or training log likelihood (CVB0) per token",
         "stopped": "refined models: what ended the sweeps: 'sweeps', 'tol', 'validation' (a candidate: or 'dropped')",
         "averaged_states": "refined models: its word-topic counts are the mean of the run's last this many states",
         "eta": "refined models: the final topics' topic-word prior (learned with eta='auto', chosen if a list)",
         "drawn_sweeps": "refined models: the sweeps that drew their counts (of the chosen run; its refit draws none)",
-        "candidates": "refined models that chose among candidates, else null: [{method, eta, drawn_sweeps, "
+        "candidates": "refined models that chose among candidates, else null: [{method, start, eta, drawn_sweeps, "
                       "validation_perplexity, sweeps, stopped, returned_state, gain, gain_se, specificity}] of each "
                       "run: the validation perplexity and specificity of the state it returns (1: its start); its "
                       "validation log likelihood per token minus the best soft run's, and the paired error; the lowest "
                       "perplexity chose among the soft and among the drawn runs (not those dropped or returning their "
                       "start), a drawn one kept unless its gain was below -DRAWN_MARGIN_SE errors",
-        "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps that "
-                               "choose when to stop)",
+        "validation_fraction": "refined models: the validation documents' fraction (left out of the sweeps)",
         "refit": "refined models: {sweeps, n_docs, seconds} of the refit (soft sweeps on from the chosen state "
                  "on the training and validation documents), or null",
         "validation": "refined models: {n_docs, n_tokens, sample, start_perplexity, final_perplexity} of the "

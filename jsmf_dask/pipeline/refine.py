@@ -40,13 +40,14 @@ from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_v
 from jsmf_dask.kernels.metrics import specificity, topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics
 from jsmf_dask.kernels.doc_split import DocumentSplit
-from jsmf_dask.kernels.variational import moment_alpha, topic_bound, topic_shares, topics_from_model
+from jsmf_dask.kernels.variational import topic_bound
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
+from jsmf_dask.pipeline.refine_start import chain_topics_for, start_state, what_to_try, worse_than_start
 from jsmf_dask.pipeline.refine_candidates import (Candidate, TrailingRuns, candidates, choose, eta_text,
-                                                  several_methods)
+                                                  several_routes)
 from jsmf_dask.stages.refine import COLLAPSED_METHODS, METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_sweeps import (
     IMPROVEMENT,
@@ -106,8 +107,9 @@ def change_line(k: int, gained: list[int], lost: list[int], words: list[str], *,
     return f"{k:3d} +[{sep.join(words[i] for i in gained)}] -[{sep.join(words[i] for i in lost)}]"
 
 
-def _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps) -> None:
-    for key, value in (("method", method), ("sweeps", sweeps), ("tol", tol), ("alpha", alpha), ("eta", eta),
+def _check_params(method, start, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps) -> None:
+    for key, value in (("method", method), ("start", start), ("sweeps", sweeps), ("tol", tol), ("alpha", alpha),
+                       ("eta", eta),
                        ("inner_iterations", inner_iterations), ("refit", refit), ("drawn_sweeps", drawn_sweeps)):
         parameter("refine", key).check(value, "refine")
     if drawn_sweeps != "auto" and drawn_sweeps and method not in ("cvb0", "auto"):
@@ -123,6 +125,7 @@ def refine(
     *,
     model: str,
     method: str = "auto",
+    start: str = "auto",
     sweeps: int = 50,
     tol: float | None = 1e-4,
     alpha: float | str = "auto",
@@ -154,6 +157,12 @@ def refine(
         documents of at most 150 on average, with validation documents) the sampled method beside it, each run
         to its stop from the same start, the one the validation documents score lower kept (both scores in
         ``attrs['candidates']``; the method run in ``attrs['method']``).
+    start : {'auto', 'spectral', 'chain'}, default='auto'
+        Where every run starts: the model ``model``, or the topics of a collapsed Gibbs chain on a sample of the
+        training documents in the order of ``model``'s they match
+        (:func:`~jsmf_dask.pipeline.refine_start.chain_topics_for`). ``'auto'``: ``model``; and where
+        ``method='auto'`` runs the sampled method, the sampled method from a chain's topics too (the start run
+        in ``attrs['start']``).
     sweeps : int, default=50
         Passes over the corpus at most.
     tol : float or None, default=1e-4
@@ -244,7 +253,7 @@ def refine(
             f"The 'validation' parameter of refine ({validation}) asks to stop by documents that {cooc_path(root)} "
             f"counted (it leaves out {stored_validation or 'none'}): the model refine starts from saw them, so their "
             f"score would flatter it; rebuild C with `jsmf cooccur --validation {validation}` (or pass validation=0)")
-    _check_params(method, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps)
+    _check_params(method, start, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps)
     if isinstance(eta, list | tuple) and not validation:
         raise InvalidParameterError(
             f"The 'eta' parameter of refine ({list(eta)}) lists candidates for the validation documents to choose "
@@ -266,31 +275,34 @@ def refine(
     blocks = list_blocks(corpus)
     choose_engine(Work(tokens=corpus_tokens(corpus)))
     n_rows = sum(b.n_rows for b in blocks)
-    # each topic's share of the tokens as B0 explains the word frequencies: positive for every topic, where
-    # A0's row sums (the anchors' block of C̄) can leave a topic with none, which refine could never revive
     p_source = source.arrays.get("p_word")
-    shares = topic_shares(B0, p_source, A0)
-    alpha_vec = moment_alpha(A0, mean=shares) if alpha == "auto" else np.full(k, float(alpha))
     tokens = float(np.asarray(vocab.column("tf")).sum())
 
-    def start(split: DocumentSplit, run: Candidate) -> tuple[np.ndarray, SweepParams]:
-        """The start's word–topic counts (the spectral model's expected counts over the documents ``split``
-        trains on) and the first sweep's parameters of candidate ``run``."""
+    chain: list[tuple[np.ndarray, np.ndarray]] = []  # a chain's topics (B, A), once computed
+
+    def first_state(split: DocumentSplit, run: Candidate) -> tuple[np.ndarray, SweepParams]:
+        """The start's word–topic counts (its model's expected counts over the documents ``split`` trains on:
+        the spectral model's, or a chain's, :mod:`~jsmf_dask.pipeline.refine_start`) and the first sweep's
+        parameters of candidate ``run``."""
         scored = _sample_fraction(VALIDATION_SCORED_DOCS, n_rows * split.validation)
         trained = 1.0 - split.heldout - split.validation * scored  # the unscored validation documents train
         eta_now = 0.01 if run.eta == "auto" else float(run.eta)
         collapsed = run.method in COLLAPSED_METHODS
-        params = SweepParams(len(words), run.method, alpha_vec, eta_now, split, inner_iterations, inner_tol,
+        params = SweepParams(len(words), run.method, np.zeros(k), eta_now, split, inner_iterations, inner_tol,
                              learn_alpha=alpha == "auto" and collapsed,
                              alpha_sample=_sample_fraction(ALPHA_SAMPLE_DOCS, n_rows * trained),
                              validation_sample=scored, groups=SWEEP_GROUPS if collapsed else 1)
-        return topics_from_model(B0, shares, tokens * trained, 0.0), params
+        if run.start == "chain" and not chain:  # computed once for every candidate that starts from it
+            chain.append(chain_topics_for(blocks, params, B0, tokens * trained))
+        model = (B0, A0) if run.start == "spectral" else chain[0]
+        counts, first_alpha = start_state(*model, p_source, alpha, tokens * trained)
+        return counts, replace(params, alpha=first_alpha)
 
     etas = list(eta) if isinstance(eta, list | tuple) else [eta]
     trained = 1.0 - heldout - validation
     tried = candidates(method, etas, drawn_sweeps, sweeps=sweeps, validation=validation,
                        small_corpus=n_rows * trained < REFIT_MAX_DOCS, training_tokens=tokens * trained,
-                       mean_tokens=tokens / max(n_rows, 1))  # the validation documents choose among them
+                       mean_tokens=tokens / max(n_rows, 1), start=start)  # the validation documents choose
     with staged_output(model_path(root, name), root=root, overwrite=overwrite) as tmp:
         scratches = [join(tmp, "_scratch", f"candidate-{j}") for j in range(len(tried))]
         generations = range(STATE_GENERATIONS)
@@ -298,14 +310,14 @@ def refine(
             fs, path = get_fs(d)
             fs.makedirs(path, exist_ok=True)
         # each candidate's run to its stop, in its own scratch, all of them in lockstep
-        starts = [start(DocumentSplit(heldout, validation), c) for c in tried]
-        by_method = several_methods(c.method for c in tried)
+        starts = [first_state(DocumentSplit(heldout, validation), c) for c in tried]
+        by_route = several_routes(c.route for c in tried)
         trailing = TrailingRuns(tried)  # a method's run far behind another's is dropped on the way
         with prepared_blocks(blocks, starts[0][1], corpus_nnz(corpus), join(tmp, "_scratch", "prepared")) as prepared:
             runs = run_together([
                 sweep_loop(prepared, params, counts, scratch, alpha=alpha, eta=c.eta, sweeps=sweeps, tol=tol,
                            stop_by_validation=True, drawn=c.drawn_sweeps, on_sweep=trailing.recorder(j, on_sweep),
-                           candidate=(f"{c.method}, " if by_method else "") +
+                           candidate=(f"{c.route}, " if by_route else "") +
                            f"eta {eta_text(c.eta)}, {c.drawn_sweeps} drawn" if len(tried) > 1 else "")
                 for j, (c, scratch, (counts, params)) in enumerate(zip(tried, scratches, starts, strict=True))],
                 drop=trailing)
@@ -361,13 +373,14 @@ def refine(
         scored = run.total if refit_record else final  # the validation documents the curve scored
         heldout_scores = [math.exp(-ll / final.heldout_tokens) if final.heldout_tokens else math.nan
                           for ll in (final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0))]
-        advice = _what_to_try(method_run, alpha, validation, stored_validation, model, len(records))
+        advice = what_to_try(method_run, alpha, validation, stored_validation, model, len(records))
         if final.heldout_tokens:
-            warning = _worse_than_start(heldout_scores[1], heldout_scores[0], model, method_run, "held-out", advice)
+            warning = worse_than_start(heldout_scores[1], heldout_scores[0], model, method_run, "held-out", advice)
         else:  # no held-out split: the validation documents (unseen by the start too; by the chosen state too,
             # whose score the curve ends with when refitted) tell the same
-            warning = _worse_than_start(validation_curve[0], validation_curve[-1], model, method_run, "validation",
-                                        advice)
+            warning = worse_than_start(validation_curve[0], validation_curve[-1],
+                                       model if chosen.start == "spectral" else f"a chain (not {model!r})",
+                                       method_run, "validation", advice)
         # the bound entering sweep s+1 is the bound after sweep s; the last comes from the final pass
         after = [r.bound_per_word for r in records[1:]] + [final_bound]
         trace = {
@@ -390,10 +403,10 @@ def refine(
             "name": name,
             "params": {"n_topics": k, "rectifier": method_run, "method": method, "source": model, "sweeps": sweeps,
                        "tol": tol, "alpha": alpha, "eta": list(eta) if len(etas) > 1 else eta,
-                       "inner_iterations": inner_iterations,
-                       "inner_tol": inner_tol, "heldout": heldout, "validation": validation, "refit": refit,
-                       "drawn_sweeps": drawn_sweeps},
+                       "start": start, "inner_iterations": inner_iterations, "inner_tol": inner_tol,
+                       "heldout": heldout, "validation": validation, "refit": refit, "drawn_sweeps": drawn_sweeps},
             "method": method_run,  # the method of the run kept ('auto' chooses among candidates)
+            "start": chosen.start,  # where it started (refine_start.STARTS)
             "drawn_sweeps": chosen.drawn_sweeps,  # the sweeps that drew counts (of the chosen run; a refit draws none)
             "source": {"name": model, "rectifier": source.attrs.get("params", {}).get("rectifier")},
             "n_iter": len(records),
@@ -417,7 +430,7 @@ def refine(
             "refit": refit_record,
             # several candidates (method, eta, drawn sweeps): each one's validation perplexity of the state it returns
             # (the lowest chose the model; `choose`), its sweeps and how it stopped, or None
-            "candidates": [{"method": c.method, "eta": c.eta, "drawn_sweeps": c.drawn_sweeps,
+            "candidates": [{"method": c.method, "start": c.start, "eta": c.eta, "drawn_sweeps": c.drawn_sweeps,
                             "validation_perplexity": _nan_to_none(r.best_seen), "sweeps": len(r.records),
                             "stopped": r.stopped,
                             "returned_state": r.best_sweep, "gain": gain[0], "gain_se": gain[1],
@@ -473,27 +486,3 @@ def _sample_fraction(wanted: int, expected: float) -> float:
 
 def _nan_to_none(value: float) -> float | None:
     return None if math.isnan(value) else value
-
-
-def _worse_than_start(start: float, final: float, model: str, method: str, which: str, advice: str) -> str | None:
-    """The warning to give when the refined topics' held-out (else validation) perplexity ends above the
-    source model's by more than the stopping rule's resolution (:data:`IMPROVEMENT`, relative: a smaller change
-    is no measured difference), ending with ``advice`` (:func:`_what_to_try`). No choice of the fit depends on
-    the held-out comparison, so those documents stay unseen."""
-    if math.isnan(start) or math.isnan(final) or final <= start * (1 + IMPROVEMENT):
-        return None
-    return (f"refine ({method}) ended with {which} perplexity {final:.1f}, above {start:.1f} of the topics of "
-            f"{model!r} it started from: the refined model is worse on unseen documents; {advice}")
-
-
-def _what_to_try(method: str, alpha, validation: float, stored_validation: float | None, model: str, swept: int) -> str:
-    """What a refine that ended worse than its start could change, leaving out what it already did: a learned document
-    prior, the validation stop (it chooses the sweeps; else half the ``swept``), the other method; or keep the start."""
-    tries = [] if isinstance(alpha, str) else ["alpha='auto'"]
-    if not validation:
-        tries.append(f"the validation stop (validation={stored_validation})" if stored_validation else
-                     "validation documents to stop by (`jsmf cooccur --validation 0.05`, then refine)")
-        if swept > 1:
-            tries.append(f"fewer sweeps (sweeps={swept // 2})")
-    tries.append(f"method='{'vb' if method == 'cvb0' else 'cvb0'}'")
-    return f"try {', '.join(tries)}, or keep {model!r}"

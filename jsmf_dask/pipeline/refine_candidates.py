@@ -1,7 +1,8 @@
-"""Refine's candidates: which runs from the same start refine tries, which one it keeps, and the line that says so.
+"""Refine's candidates: which runs refine tries, which one it keeps, and the line that says so.
 
-``refine`` runs one candidate (:class:`Candidate`: method, η, drawn sweeps) per combination :func:`candidates`
-gives — ``method='auto'`` on a corpus of short documents (cvb0 and sampled), ``eta`` as a list, and
+``refine`` runs one candidate (:class:`Candidate`: method, η, drawn sweeps, start) per combination
+:func:`candidates` gives — ``method='auto'`` on a corpus of short documents (cvb0 and sampled, and sampled from a
+chain's topics, :mod:`~jsmf_dask.pipeline.refine_start`), ``eta`` as a list, and
 ``drawn_sweeps='auto'`` on a small corpus (none and :data:`DRAWN_SWEEPS`) — each to its own stop, in lockstep
 (:func:`~jsmf_dask.pipeline.refine_sweeps.run_together`). :func:`choose` keeps one by the validation
 documents' scores, per document, so that two runs compare with a paired error
@@ -18,16 +19,34 @@ import numpy as np
 from jsmf_dask.kernels.model_selection import paired_gap
 
 __all__ = ["Candidate", "DRAWN_MARGIN_SE", "DRAWN_SWEEPS", "SAMPLED_MIN_TOKENS", "SAMPLED_MAX_MEAN_TOKENS",
-           "DROP_AFTER_SWEEPS", "DROP_MARGIN", "TrailingRuns", "candidates", "auto_methods", "several_methods",
-           "choose", "choice_line", "BROADER_SHARE", "eta_text"]
+           "DROP_AFTER_SWEEPS", "DROP_MARGIN", "START_RACE_SWEEPS", "TrailingRuns", "candidates", "auto_methods",
+           "several_routes",
+           "choose", "choice_line", "stored_route", "route", "BROADER_SHARE", "eta_text"]
 
 
 class Candidate(NamedTuple):
-    """One run refine tries: its method, its topic–word prior (a value or 'auto') and its drawn sweeps."""
+    """One run refine tries: its method, its topic–word prior (a value or 'auto'), its drawn sweeps and its start
+    (:data:`~jsmf_dask.pipeline.refine_start.STARTS`)."""
 
     method: str
     eta: float | str
     drawn_sweeps: int
+    start: str = "spectral"
+
+    @property
+    def route(self) -> str:
+        """Its method, and its start when that is not the spectral model (:func:`route`)."""
+        return route(self.method, self.start)
+
+
+def route(method: str, start: str | None = "spectral") -> str:
+    """'cvb0', 'sampled', or 'sampled from a chain' (a run that does not start from the spectral model)."""
+    return method if start in (None, "spectral") else f"{method} from a {start}"
+
+
+def stored_route(entry: dict) -> str:
+    """:func:`route` of a refined model's attrs or of one of its candidates (stored before session 38: no start)."""
+    return route(entry.get("method", ""), entry.get("start"))
 
 
 #: ``drawn_sweeps='auto'``: this many drawn sweeps, a candidate below
@@ -70,10 +89,13 @@ def auto_methods(drawn_sweeps: int | str, validation: float, training_tokens: fl
 
 
 def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int, validation: float,
-               small_corpus: bool, training_tokens: float, mean_tokens: float) -> list[Candidate]:
-    """Every run refine tries from the same start: each method (:func:`auto_methods` for 'auto') with each η of
-    ``etas`` and each number of drawn sweeps (``drawn_sweeps``; 'auto': none, and :data:`DRAWN_SWEEPS` too for
-    CVB0 on a ``small_corpus`` with validation documents and ``sweeps`` that leave as many soft sweeps)."""
+               small_corpus: bool, training_tokens: float, mean_tokens: float,
+               start: str = "auto") -> list[Candidate]:
+    """Every run refine tries: each method (:func:`auto_methods` for 'auto') with each η of ``etas`` and each
+    number of drawn sweeps (``drawn_sweeps``; 'auto': none, and :data:`DRAWN_SWEEPS` too for CVB0 on a
+    ``small_corpus`` with validation documents and ``sweeps`` that leave as many soft sweeps), from ``start``
+    ('auto': the spectral model; and where method 'auto' tries the sampled method, the sampled method from a
+    chain's topics too, :func:`~jsmf_dask.pipeline.refine_start.chain_topics_for`)."""
     methods = auto_methods(drawn_sweeps, validation, training_tokens, mean_tokens) if method == "auto" else [method]
     runs = []
     for m in methods:
@@ -82,17 +104,20 @@ def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int,
         else:
             draws = [0, DRAWN_SWEEPS] if m == "cvb0" and validation and small_corpus and sweeps >= 2 * DRAWN_SWEEPS \
                 else [0]
-        runs += [Candidate(m, e, d) for e in etas for d in draws]
+        runs += [Candidate(m, e, d, "spectral" if start == "auto" else start) for e in etas for d in draws]
+        if start == "auto" and method == "auto" and m == "sampled":
+            runs += [Candidate(m, e, 0, "chain") for e in etas]
     return runs
 
 
-def several_methods(methods) -> bool:
-    """Whether candidates with these methods (one per candidate) differ by their method (``method='auto'``)."""
-    return len(set(methods)) > 1
+def several_routes(routes) -> bool:
+    """Whether candidates with these routes (:attr:`Candidate.route`, one per candidate) differ by their method or
+    start (``method='auto'``)."""
+    return len(set(routes)) > 1
 
 
-#: Candidates of several methods (``method='auto'``) run in lockstep, each to its own stop; after this many
-#: sweeps one whose best validation perplexity is more than :data:`DROP_MARGIN` (relative) above another's best is
+#: Candidates of several methods (``method='auto'``) run in lockstep, each to its own stop; after this many sweeps
+#: one whose best validation perplexity is more than :data:`DROP_MARGIN` (relative) above another method's best is
 #: dropped there (:class:`TrailingRuns`): it would not be kept, and its sweeps cost as much as the leader's.
 #: Measured (session 36, the benchmarks README; every validation curve of the default refine on the seven
 #: in-band (corpus, K) of session 35): where the sampled run was kept CVB0 trailed it by 2.1% / 3.0% after 10 sweeps
@@ -103,21 +128,33 @@ DROP_AFTER_SWEEPS = 10
 DROP_MARGIN = 0.01
 
 
+#: Runs of one method from different starts (``method='auto'``'s sampled runs from the spectral model and from a
+#: chain's topics) race: after this many sweeps the one whose best validation perplexity is behind the other's best
+#: is dropped (:class:`TrailingRuns`; each is also dropped as above when it trails another method's run). Measured
+#: (session 38, the benchmarks README; the NIPS papers cut into 100-word pieces): the chain's run starts behind
+#: (1458 against 1405 at K 20, 1424 against 1272 at K 50) and falls faster; at K 20 it leads from the 15th sweep on
+#: and ends 1.6% lower (1240.7 against 1260.6), at K 50 it is 0.8% behind after 20 and 0.5% behind at its stop.
+START_RACE_SWEEPS = 20
+
+
 class TrailingRuns:
-    """Which of several methods' runs, in lockstep, trail the leader by far enough to stop
-    (:data:`DROP_AFTER_SWEEPS`, :data:`DROP_MARGIN`); a callable for
+    """Which runs, in lockstep, trail another run by far enough to stop; a callable for
     :func:`~jsmf_dask.pipeline.refine_sweeps.run_together`'s ``drop``.
+
+    A run is dropped once it has :data:`DROP_AFTER_SWEEPS` validation scores when its best is more than
+    :data:`DROP_MARGIN` above the best of another method's runs, and once it has :data:`START_RACE_SWEEPS` when its
+    best is above the best of a run of its own method from another start.
 
     Parameters
     ----------
     tried : list of Candidate
-        The runs, in ``run_together``'s order. With one method among them nothing is ever dropped (the η and
-        drawn-sweep candidates run to their stops, as measured).
+        The runs, in ``run_together``'s order. The η and drawn-sweep candidates of one method and start are never
+        dropped for trailing each other (they run to their stops, as measured).
     """
 
     def __init__(self, tried: list[Candidate]):
         self.curves: list[list[float]] = [[] for _ in tried]
-        self.active = several_methods(c.method for c in tried)
+        self.tried = tried
 
     def recorder(self, j: int, on_sweep):
         """An ``on_sweep`` for run ``j``: notes its validation score of each soft sweep, then calls ``on_sweep``."""
@@ -130,12 +167,18 @@ class TrailingRuns:
 
     def __call__(self, running: list[int]) -> list[int]:
         """The runs of ``running`` to drop now."""
-        if not self.active:
-            return []
         bests = [min(curve, default=math.inf) for curve in self.curves]
-        lead = min(bests)
+
+        def lead(j: int, same_method: bool) -> float:  # the best of the other methods' runs, or of the same
+            # method's runs from other starts
+            me = self.tried[j]
+            return min((b for b, c in zip(bests, self.tried, strict=True)
+                        if (c.method == me.method and c.start != me.start if same_method else c.method != me.method)),
+                       default=math.inf)
+
         return [j for j in running
-                if len(self.curves[j]) >= DROP_AFTER_SWEEPS and bests[j] > lead * (1.0 + DROP_MARGIN)]
+                if len(self.curves[j]) >= DROP_AFTER_SWEEPS and bests[j] > lead(j, False) * (1.0 + DROP_MARGIN)
+                or len(self.curves[j]) >= START_RACE_SWEEPS and bests[j] > lead(j, True)]
 
 
 #: The drawn candidate is kept unless the best soft one beats it on the validation documents by more than this
@@ -195,12 +238,12 @@ def choose(tried: list[Candidate], runs: list) -> tuple[int, list[tuple[float | 
 def choice_line(attrs: dict) -> str | None:
     """What the validation documents chose among a refined model's candidates (``attrs['candidates']``), with
     every candidate's validation perplexity and a drawn one's change against the best soft one (relative, ± its
-    paired standard error); None for a model refined without candidates. Candidates that differ by their method
-    alone (``method='auto'``) are named by it."""
+    paired standard error); None for a model refined without candidates. Candidates that differ by their route
+    alone (``method='auto'``: the method, and the start when it is not the spectral model) are named by it."""
     candidates = attrs.get("candidates")
     if not candidates:
         return None
-    by_method = several_methods(c.get("method") for c in candidates)
+    by_method = several_routes(stored_route(c) for c in candidates)
     methods_only = len({(eta_text(c["eta"]), c["drawn_sweeps"]) for c in candidates}) == 1  # 'auto' alone
 
     def tried(c: dict) -> str:
@@ -208,8 +251,8 @@ def choice_line(attrs: dict) -> str | None:
         if c.get("stopped") == "dropped":
             score += f" (dropped after {c['sweeps']} sweeps)"
         if by_method and methods_only:
-            return f"{c['method']}: {score}"
-        line = (f"{c['method']}, " if by_method else "") + \
+            return f"{stored_route(c)}: {score}"
+        line = (f"{stored_route(c)}, " if by_method else "") + \
             f"eta {eta_text(c['eta'])} with {c['drawn_sweeps']} drawn: {score}"
         if c["drawn_sweeps"] and c.get("gain_se") is not None:  # −gain: the perplexity's change, to first order
             line += f" ({-100 * c['gain']:+.2f}% ± {100 * c['gain_se']:.2f}%)"
@@ -223,8 +266,8 @@ def choice_line(attrs: dict) -> str | None:
     how = ("kept: the validation documents score a soft run lower, but within their paired error, and a drawn "
            "run is dropped only beyond it" if within_margin else "chosen by the validation documents")
     if by_method and methods_only:
-        return f"{attrs['method']} {how} ({', '.join(tried(c) for c in candidates)})" + _broader(attrs, candidates)
-    method = f"{attrs['method']}, " if by_method else ""
+        return f"{stored_route(attrs)} {how} ({', '.join(tried(c) for c in candidates)})" + _broader(attrs, candidates)
+    method = f"{stored_route(attrs)}, " if by_method else ""
     return (f"{method}eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) {how} "
             f"({', '.join(tried(c) for c in candidates)})")
 
@@ -236,9 +279,10 @@ BROADER_SHARE = 0.9
 
 
 def _broader(attrs: dict, candidates: list[dict]) -> str:
-    """'; its topics are broader than …' when the kept method's are far less specific than another's, else ''."""
+    """'; its topics are broader than …' when the kept run's are far less specific than another method's run's,
+    else ''."""
     mine = [c.get("specificity") for c in candidates
-            if c["method"] == attrs["method"] and c.get("stopped") != "dropped"]
+            if stored_route(c) == stored_route(attrs) and c.get("stopped") != "dropped"]
     others = [c for c in candidates if c["method"] != attrs["method"] and c.get("specificity") is not None]
     if not mine or mine[0] is None or not others:
         return ""

@@ -32,7 +32,7 @@ from jsmf_dask.pipeline.fit_model import default_name
 from jsmf_dask.pipeline.ingest import ingest
 from jsmf_dask.pipeline.ingest_inputs import uci_vocab_for
 from jsmf_dask.pipeline.refine import default_refined_name, refine
-from jsmf_dask.pipeline.refine_candidates import choice_line
+from jsmf_dask.pipeline.refine_candidates import choice_line, stored_route
 from jsmf_dask.pipeline.run_config import RunConfig, load_run_config
 
 __all__ = ["StageOutcome", "run"]
@@ -171,7 +171,7 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
             if (chosen := choice_line(result.attrs)) is not None:
                 again += f"; {chosen}"
             return [f"model {result.name}: refined from {result.source} by {result.n_iter} sweep(s) of "
-                    f"{result.attrs['method']}{again}", *result.lines()]
+                    f"{stored_route(result.attrs)}{again}", *result.lines()]
 
         fit_fps[name] = stage(f"refine-{name}", fingerprint("refine", kwargs, ingest_fp, cooc_fp, source_fp),
                               model_path(root, name), kwargs, refine_action)

@@ -496,7 +496,8 @@ def test_choice_line_says_when_the_kept_methods_topics_are_broader():
 def test_auto_tries_the_sampled_method_only_on_a_corpus_of_short_documents_with_validation_documents():
     """'auto' is CVB0, and CVB0 and sampled side by side on at least SAMPLED_MIN_TOKENS training tokens in documents
     of at most SAMPLED_MAX_MEAN_TOKENS on average, with validation documents to choose between them; not with CVB0's
-    drawn sweeps asked for. Each method gets its own candidates: CVB0's drawn ones on a small corpus only."""
+    drawn sweeps asked for. Each method gets its own candidates: CVB0's drawn ones on a small corpus only, and the
+    sampled method a second start (a chain's topics) where 'auto' tries it."""
     short = {"training_tokens": 2_007_037, "mean_tokens": 41.8}  # the 100-word NIPS pieces (session 34)
     assert auto_methods("auto", 0.05, **short) == ["cvb0", "sampled"]
     assert auto_methods(0, 0.05, **short) == ["cvb0", "sampled"]
@@ -506,7 +507,10 @@ def test_auto_tries_the_sampled_method_only_on_a_corpus_of_short_documents_with_
     assert auto_methods("auto", 0.05, SAMPLED_MIN_TOKENS - 1, 41.8) == ["cvb0"]  # too few tokens
     assert auto_methods("auto", 0.05, 1_674_445, 962.0) == ["cvb0"]  # the NIPS papers: long documents
     kwargs = {"sweeps": 50, "validation": 0.05, "small_corpus": False} | short
-    assert candidates("auto", [0.05], "auto", **kwargs) == [Candidate("cvb0", 0.05, 0), Candidate("sampled", 0.05, 0)]
+    assert candidates("auto", [0.05], "auto", **kwargs) == [Candidate("cvb0", 0.05, 0), Candidate("sampled", 0.05, 0),
+                                                            Candidate("sampled", 0.05, 0, "chain")]
+    assert [c.route for c in candidates("auto", [0.05], "auto", **kwargs)] == ["cvb0", "sampled",
+                                                                                "sampled from a chain"]
     assert candidates("auto", [0.01, 0.05], "auto", **kwargs | {"training_tokens": 10}) == [
         Candidate("cvb0", 0.01, 0), Candidate("cvb0", 0.05, 0)]
     assert candidates("auto", [0.05], "auto", **kwargs | {"small_corpus": True, "training_tokens": 10}) == [
@@ -562,7 +566,7 @@ def test_the_advice_of_a_worse_refinement_leaves_out_what_it_already_did():
     store's fraction, or how to make one) and half the sweeps it ran; the other method; and keeping the start. The
     CLI gives the same advice in flags, `jsmf run` in its config's keys."""
     from jsmf_dask.cli_words import cli_words, config_words
-    from jsmf_dask.pipeline.refine import _what_to_try
+    from jsmf_dask.pipeline.refine_start import what_to_try as _what_to_try
     from jsmf_dask.pipeline.run_config import RunConfig
 
     assert _what_to_try("cvb0", "auto", 0.05, 0.05, "ap", 30) == "try method='vb', or keep 'ap'"
@@ -694,10 +698,10 @@ def test_cli_refine_without_validation_documents_says_what_they_would_do(tmp_pat
 
 def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_root, monkeypatch, capsys):
     """On a corpus of short documents (the band lowered to this one's 4,250-odd training documents of 60 tokens)
-    'auto' runs CVB0 and the sampled method from the same start in lockstep and keeps the one whose validation
-    documents score lower (each the state it returns: the sampled run's mean): the very model of that method
-    alone; the model records the method run and both candidates' scores, and so does `jsmf refine`'s line.
-    Outside the band it is CVB0's model."""
+    'auto' runs CVB0 and the sampled method from the spectral model and the sampled method from a chain's topics
+    in lockstep and keeps the one whose validation documents score lower (each the state it returns: the sampled
+    runs' means): the very model of that route alone; the model records the method and start run and every
+    candidate's score, and so does `jsmf refine`'s line. Outside the band it is CVB0's model."""
     import jsmf_dask.pipeline.refine_candidates as candidates_module
     from jsmf_dask.cli import main
     from jsmf_dask.pipeline.refine import default_refined_name
@@ -710,18 +714,23 @@ def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_ro
     seen = []
     both = refine(plain_lda_root, model="ap", name="methods-both", sweeps=6, refit="never", on_sweep=seen.append)
     assert both.attrs["params"]["method"] == "auto"
-    cvb0, sampled = both.attrs["candidates"]
-    assert (cvb0["method"], sampled["method"]) == ("cvb0", "sampled")
-    lower = min((cvb0, sampled), key=lambda c: c["validation_perplexity"])
+    cvb0, sampled, chained = both.attrs["candidates"]
+    assert [(c["method"], c["start"]) for c in (cvb0, sampled, chained)] == [
+        ("cvb0", "spectral"), ("sampled", "spectral"), ("sampled", "chain")]
+    lower = min((cvb0, sampled, chained), key=lambda c: c["validation_perplexity"])
     assert both.attrs["method"] == both.attrs["params"]["rectifier"] == lower["method"]
-    assert {r.candidate for r in seen} == {"cvb0, eta 0.05, 0 drawn", "sampled, eta 0.05, 0 drawn"}
-    assert choice_line(both.attrs) == (f"{lower['method']} chosen by the validation documents (cvb0: "
-                                       f"{cvb0['validation_perplexity']:.1f}, sampled: "
-                                       f"{sampled['validation_perplexity']:.1f})")
+    assert both.attrs["start"] == lower["start"] and both.attrs["params"]["start"] == "auto"
+    assert {r.candidate for r in seen} == {"cvb0, eta 0.05, 0 drawn", "sampled, eta 0.05, 0 drawn",
+                                           "sampled from a chain, eta 0.05, 0 drawn"}
+    lower_route = lower["method"] + (" from a chain" if lower["start"] == "chain" else "")
+    assert choice_line(both.attrs).startswith(
+        f"{lower_route} chosen by the validation documents (cvb0: {cvb0['validation_perplexity']:.1f}, sampled: "
+        f"{sampled['validation_perplexity']:.1f}, sampled from a chain: {chained['validation_perplexity']:.1f})")
     with_etas = both.attrs | {"candidates": [c | {"eta": e} for c in (cvb0, sampled) for e in (0.01, 0.05)]}
-    assert choice_line(with_etas).startswith(f"{lower['method']}, eta 0.05 with 0 drawn sweep(s) chosen by the "
+    assert choice_line(with_etas).startswith(f"{lower_route}, eta 0.05 with 0 drawn sweep(s) chosen by the "
                                              "validation documents (cvb0, eta 0.01 with 0 drawn: ")
-    alone = refine(plain_lda_root, model="ap", name="methods-alone", method=lower["method"], sweeps=6, refit="never")
+    alone = refine(plain_lda_root, model="ap", name="methods-alone", method=lower["method"], start=lower["start"],
+                   sweeps=6, refit="never")
     np.testing.assert_array_equal(alone.B, both.B)
     from jsmf_dask.kernels.metrics import specificity
 
@@ -729,7 +738,7 @@ def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_ro
     assert lower["specificity"] == pytest.approx(
         specificity(both.B, open_model(plain_lda_root, "ap").arrays["p_word"]), rel=1e-10)
     # each candidate is chosen by the score of the state it returns: the sampled run's the mean of its last states
-    sampled_alone = alone if lower["method"] == "sampled" else \
+    sampled_alone = alone if (lower["method"], lower["start"]) == ("sampled", "spectral") else \
         refine(plain_lda_root, model="ap", name="methods-sampled", method="sampled", sweeps=6, refit="never")
     assert sampled["returned_state"] == sampled["sweeps"] + 1 and sampled_alone.attrs["averaged_states"] > 1
     assert sampled["validation_perplexity"] == pytest.approx(
@@ -740,7 +749,7 @@ def test_auto_keeps_the_method_the_validation_documents_score_lower(plain_lda_ro
             "methods-cli", "--scheduler", "synchronous", "--quiet"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert f"model methods-cli: 5 topics refined from ap by {both.n_iter} sweep(s) of {lower['method']} " in out
+    assert f"model methods-cli: 5 topics refined from ap by {both.n_iter} sweep(s) of {lower_route} " in out
     assert f"; {choice_line(both.attrs)}" in out
     monkeypatch.setattr(candidates_module, "SAMPLED_MIN_TOKENS", 10**9)
     outside = refine(plain_lda_root, model="ap", name="methods-outside", sweeps=6, refit="never")
@@ -1102,10 +1111,11 @@ def test_a_sampled_run_returns_the_mean_of_its_last_states(plain_lda_root, monke
 def test_a_method_far_behind_another_is_dropped_after_enough_sweeps():
     """TrailingRuns, on curves made by hand: a run of another method more than DROP_MARGIN behind the best score
     seen is dropped once it has DROP_AFTER_SWEEPS soft scores, not sooner and not within the margin; drawn sweeps'
-    and unscored states do not count; runs of one method (η candidates) are never dropped."""
+    and unscored states do not count; runs of one method and start (η candidates) are never dropped; of one method
+    from two starts, the one behind once both have START_RACE_SWEEPS scores."""
     from types import SimpleNamespace
 
-    from jsmf_dask.pipeline.refine_candidates import DROP_AFTER_SWEEPS, DROP_MARGIN, TrailingRuns
+    from jsmf_dask.pipeline.refine_candidates import DROP_AFTER_SWEEPS, DROP_MARGIN, START_RACE_SWEEPS, TrailingRuns
 
     def sweep(value, drawn=False, phase="refine"):
         return SimpleNamespace(validation_perplexity=value, drawn=drawn, phase=phase)
@@ -1130,10 +1140,19 @@ def test_a_method_far_behind_another_is_dropped_after_enough_sweeps():
         drawn.recorder(1, None)(sweep(1100.0, phase="refit"))
     assert drawn([0, 1]) == []
     etas = TrailingRuns(_cvb0((0.01, 0), (0.05, 0)))
-    for _ in range(DROP_AFTER_SWEEPS):
+    for _ in range(START_RACE_SWEEPS):
         etas.recorder(0, None)(sweep(1000.0))
         etas.recorder(1, None)(sweep(1100.0))
     assert etas([0, 1]) == []
+    # one method from two starts: the run behind the other's best by any margin is dropped after
+    # START_RACE_SWEEPS, not before; a run of another method still by DROP_MARGIN after DROP_AFTER_SWEEPS
+    starts = TrailingRuns(_cvb0((0.05, 0)) + [Candidate("sampled", 0.05, 0), Candidate("sampled", 0.05, 0, "chain")])
+    for i in range(START_RACE_SWEEPS):
+        starts.recorder(0, None)(sweep(1000.0 * (1 + DROP_MARGIN / 2)))
+        starts.recorder(1, None)(sweep(1000.0))
+        starts.recorder(2, None)(sweep(1000.0 * (1 + DROP_MARGIN / 10)))
+        assert starts([0, 1, 2]) == ([2] if i == START_RACE_SWEEPS - 1 else [])
+    assert START_RACE_SWEEPS > DROP_AFTER_SWEEPS
 
 
 def test_auto_drops_the_trailing_method_and_keeps_the_leader_as_it_runs_alone(plain_lda_root, monkeypatch):
@@ -1146,7 +1165,7 @@ def test_auto_drops_the_trailing_method_and_keeps_the_leader_as_it_runs_alone(pl
     monkeypatch.setattr(candidates_module, "SAMPLED_MAX_MEAN_TOKENS", 1_000)
     monkeypatch.setattr(candidates_module, "DROP_AFTER_SWEEPS", 3)
     monkeypatch.setattr(candidates_module, "DROP_MARGIN", 0.0)
-    both = refine(plain_lda_root, model="ap", name="drop-both", sweeps=8, refit="never")
+    both = refine(plain_lda_root, model="ap", name="drop-both", start="spectral", sweeps=8, refit="never")
     dropped = [c for c in both.attrs["candidates"] if c["stopped"] == "dropped"]
     assert len(dropped) == 1 and dropped[0]["sweeps"] == 3
     (kept,) = [c for c in both.attrs["candidates"] if c["stopped"] != "dropped"]
@@ -1176,7 +1195,7 @@ def test_a_sampled_run_dropped_while_its_mean_is_scored_is_not_kept(plain_lda_ro
     # the sampled run is the second candidate; it is named for a drop only once its mean is being scored
     monkeypatch.setattr(candidates_module.TrailingRuns, "__call__",
                         lambda self, running: [j for j in running if j == 1 and scoring_mean])
-    both = refine(plain_lda_root, model="ap", name="drop-scoring", sweeps=6, refit="never")
+    both = refine(plain_lda_root, model="ap", name="drop-scoring", start="spectral", sweeps=6, refit="never")
     assert scoring_mean  # the drop fell on that step
     by_method = {c["method"]: c for c in both.attrs["candidates"]}
     assert by_method["sampled"]["stopped"] == "dropped" and by_method["cvb0"]["stopped"] != "dropped"
