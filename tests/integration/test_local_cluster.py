@@ -62,7 +62,7 @@ def test_cli_on_the_embedded_local_cluster(tmp_path):
 @pytest.mark.slow
 def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path, monkeypatch):
     """Determinism: C, the fitted and the refined models agree to 1e-10 across worker counts, tile and row-group
-    sizes, and so does the default refine's choice between CVB0 and the sampled method."""
+    sizes, and so does the default refine's choice between CVB0 and the sampled method from either start."""
     import jsmf_dask.pipeline.refine_candidates as candidates_module
     from jsmf_dask import fit, open_model, refine
     from jsmf_dask.io.parquet import read_parquet_dir
@@ -81,12 +81,14 @@ def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path, mon
             refine(root, model="source", sweeps=4, drawn_sweeps=2, name="drawn", refit="never")
             # every sweep draws each document's topics (seeded the same way), with α learned from the draws
             refine(root, model="source", sweeps=3, method="sampled", name="sampled")
-            # the default method with Reuters inside its band of short documents: CVB0 and sampled side by side
+            # the default method with Reuters inside its band of short documents: CVB0 and sampled side by side,
+            # and sampled from a collapsed Gibbs chain's topics (a sample of the documents by id, in hash order)
             with monkeypatch.context() as band:
                 band.setattr(candidates_module, "SAMPLED_MIN_TOKENS", 1)
                 band.setattr(candidates_module, "SAMPLED_MAX_MEAN_TOKENS", 10**6)
                 auto = refine(root, model="source", sweeps=3, name="auto", refit="never")
-            assert [c["method"] for c in auto.attrs["candidates"]] == ["cvb0", "sampled"]
+            assert [(c["method"], c["start"]) for c in auto.attrs["candidates"]] == [
+                ("cvb0", "spectral"), ("sampled", "spectral"), ("sampled", "chain")]
         theta = read_parquet_dir(str(root / "model.zarr" / "refined" / "doc_topics"))
         results.append((open_cooccurrence(f"{root}/cooc.zarr").C[:], open_model(str(root), "k8-ap"),
                         open_model(str(root), "refined"), theta, open_model(str(root), "drawn"),
@@ -99,7 +101,10 @@ def test_identical_outputs_with_1_2_and_4_workers_and_any_chunking(tmp_path, mon
     assert r0.attrs["refit"]["sweeps"] == 3
     for C, m, r, t, d, sampled, auto in results[1:]:
         np.testing.assert_allclose(d.group["lambda"][...], d0.group["lambda"][...], rtol=1e-10, atol=0)
-        assert auto.attrs["method"] == a0.attrs["method"]  # the same choice, from the same scores
+        assert (auto.attrs["method"], auto.attrs["start"]) == (a0.attrs["method"], a0.attrs["start"])  # the same
+        # choice, from the same scores (the chain's run's too)
+        np.testing.assert_allclose([c["validation_perplexity"] for c in auto.attrs["candidates"]],
+                                   [c["validation_perplexity"] for c in a0.attrs["candidates"]], rtol=1e-10, atol=0)
         np.testing.assert_allclose(auto.group["lambda"][...], a0.group["lambda"][...], rtol=1e-10, atol=0)
         np.testing.assert_allclose(sampled.group["lambda"][...], s0.group["lambda"][...], rtol=1e-10, atol=0)
         np.testing.assert_allclose(sampled.arrays["alpha"], s0.arrays["alpha"], rtol=1e-10, atol=0)
