@@ -12,7 +12,7 @@ refine's sweeps (:mod:`jsmf_dask.kernels.collapsed`: the topics fixed for a
 pass, documents keeping only average counts) every draw moves the topics at
 once, which is why a chain finds its basin from a random start; and why it is
 sequential, so refine runs one on a sample of the training documents only, as
-a start (:func:`jsmf_dask.pipeline.refine_start.chain_start`).
+a start (:func:`jsmf_dask.pipeline.refine_start.chain_topics_for`).
 """
 
 from __future__ import annotations

@@ -50,7 +50,6 @@ from jsmf_dask.pipeline.refine_candidates import (Candidate, TrailingRuns, candi
                                                   several_routes)
 from jsmf_dask.stages.refine import COLLAPSED_METHODS, METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
 from jsmf_dask.pipeline.refine_sweeps import (
-    IMPROVEMENT,
     SWEEP_GROUPS,
     SweepRecord,
     prepared_blocks,
@@ -375,11 +374,12 @@ def refine(
                           for ll in (final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0))]
         advice = what_to_try(method_run, alpha, validation, stored_validation, model, len(records))
         if final.heldout_tokens:
-            warning = worse_than_start(heldout_scores[1], heldout_scores[0], model, method_run, "held-out", advice)
+            warning = worse_than_start(heldout_scores[1], heldout_scores[0], repr(model), method_run, "held-out",
+                                       advice)
         else:  # no held-out split: the validation documents (unseen by the start too; by the chosen state too,
             # whose score the curve ends with when refitted) tell the same
             warning = worse_than_start(validation_curve[0], validation_curve[-1],
-                                       model if chosen.start == "spectral" else f"a chain (not {model!r})",
+                                       repr(model) if chosen.start == "spectral" else "a chain",
                                        method_run, "validation", advice)
         # the bound entering sweep s+1 is the bound after sweep s; the last comes from the final pass
         after = [r.bound_per_word for r in records[1:]] + [final_bound]
@@ -406,7 +406,7 @@ def refine(
                        "start": start, "inner_iterations": inner_iterations, "inner_tol": inner_tol,
                        "heldout": heldout, "validation": validation, "refit": refit, "drawn_sweeps": drawn_sweeps},
             "method": method_run,  # the method of the run kept ('auto' chooses among candidates)
-            "start": chosen.start,  # where it started (refine_start.STARTS)
+            "start": chosen.start,  # where it started: 'spectral' (the source model) or 'chain' (refine_start)
             "drawn_sweeps": chosen.drawn_sweeps,  # the sweeps that drew counts (of the chosen run; a refit draws none)
             "source": {"name": model, "rectifier": source.attrs.get("params", {}).get("rectifier")},
             "n_iter": len(records),

@@ -20,13 +20,12 @@ from jsmf_dask.kernels.model_selection import paired_gap
 
 __all__ = ["Candidate", "DRAWN_MARGIN_SE", "DRAWN_SWEEPS", "SAMPLED_MIN_TOKENS", "SAMPLED_MAX_MEAN_TOKENS",
            "DROP_AFTER_SWEEPS", "DROP_MARGIN", "START_RACE_SWEEPS", "TrailingRuns", "candidates", "auto_methods",
-           "several_routes",
-           "choose", "choice_line", "stored_route", "route", "BROADER_SHARE", "eta_text"]
+           "several_routes", "choose", "choice_line", "stored_route", "route", "BROADER_SHARE", "eta_text"]
 
 
 class Candidate(NamedTuple):
     """One run refine tries: its method, its topic–word prior (a value or 'auto'), its drawn sweeps and its start
-    (:data:`~jsmf_dask.pipeline.refine_start.STARTS`)."""
+    ('spectral': the model refine was given; 'chain': :func:`~jsmf_dask.pipeline.refine_start.chain_topics_for`)."""
 
     method: str
     eta: float | str

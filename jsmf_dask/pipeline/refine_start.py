@@ -22,16 +22,13 @@ import numpy as np
 from jsmf_dask import _progress
 from jsmf_dask.kernels.chain import chain_topics
 from jsmf_dask.kernels.metrics import match_topics
-from jsmf_dask.pipeline.refine_sweeps import IMPROVEMENT
 from jsmf_dask.kernels.variational import moment_alpha, topic_shares, topics_from_model
+from jsmf_dask.pipeline.refine_sweeps import IMPROVEMENT
 from jsmf_dask.stages.chain import chain_task
 from jsmf_dask.stages.refine import SweepParams
 
-__all__ = ["STARTS", "CHAIN_SAMPLE_TOKENS", "CHAIN_ITERATIONS", "CHAIN_ALPHA", "CHAIN_ETA", "start_state",
-           "chain_topics_for", "worse_than_start", "what_to_try"]
-
-#: A run's start: the spectral model refine was given, or a chain's topics (:func:`chain_topics_for`).
-STARTS = ("spectral", "chain")
+__all__ = ["CHAIN_SAMPLE_TOKENS", "CHAIN_ITERATIONS", "CHAIN_ALPHA", "CHAIN_ETA", "start_state", "chain_topics_for",
+           "worse_than_start", "what_to_try"]
 
 #: The chain samples about this many training tokens (all of them on a smaller corpus), for
 #: :data:`CHAIN_ITERATIONS` passes under the symmetric priors :data:`CHAIN_ALPHA` and :data:`CHAIN_ETA` (tomotopy's
@@ -81,15 +78,15 @@ def chain_topics_for(blocks: list, params: SweepParams, like: np.ndarray,
     return B[:, order], A[np.ix_(order, order)]
 
 
-def worse_than_start(start: float, final: float, model: str, method: str, which: str, advice: str) -> str | None:
+def worse_than_start(start: float, final: float, source: str, method: str, which: str, advice: str) -> str | None:
     """The warning to give when the refined topics' held-out (else validation) perplexity ends above the
     source model's by more than the stopping rule's resolution (:data:`IMPROVEMENT`, relative: a smaller change
-    is no measured difference), ending with ``advice`` (:func:`what_to_try`). ``model``: the spectral model's name,
-    or 'a chain (not …)' for a run from a chain's topics scored on the validation documents. No choice of the fit
-    depends on the held-out comparison, so those documents stay unseen."""
+    is no measured difference), ending with ``advice`` (:func:`what_to_try`). ``source``: what it started from as
+    the warning names it (the spectral model's name, quoted; a chain's topics where the validation documents compare
+    a run from them with its start). No choice of the fit depends on the held-out comparison, so those documents
+    stay unseen."""
     if math.isnan(start) or math.isnan(final) or final <= start * (1 + IMPROVEMENT):
         return None
-    source = model if model.startswith("a chain") else repr(model)
     return (f"refine ({method}) ended with {which} perplexity {final:.1f}, above {start:.1f} of the topics of "
             f"{source} it started from: the refined model is worse on unseen documents; {advice}")
 

@@ -1,7 +1,7 @@
 """Graph builder for refine's chain start: a collapsed Gibbs chain on a sample of the training documents.
 
 A task per row group reads its training documents (those the sweeps train on:
-neither held out nor scored validation, :func:`jsmf_dask.stages.refine._split`)
+neither held out nor scored validation, :func:`jsmf_dask.stages.refine.split_block`)
 and keeps a sample of them by id (:func:`~jsmf_dask.kernels.doc_split.sample_mask`);
 one task stacks the samples in the order of their id hashes and runs the chain
 (:func:`~jsmf_dask.kernels.chain.collapsed_chain`). So the chain sees the same
@@ -19,13 +19,13 @@ from dask.base import tokenize
 from jsmf_dask.io.parquet import Block
 from jsmf_dask.kernels.chain import collapsed_chain
 from jsmf_dask.kernels.doc_split import sample_mask
-from jsmf_dask.stages.refine import SweepParams, _split
+from jsmf_dask.stages.refine import SweepParams, split_block
 
 __all__ = ["chain_task"]
 
 
 def _sample_block(block: Block, params: SweepParams, fraction: float) -> tuple[sps.csr_array, np.ndarray]:
-    (X, hashes), *_ = _split(block, params)
+    (X, hashes), *_ = split_block(block, params)
     chosen = sample_mask(hashes, fraction)
     return sps.csr_array(X[chosen]), hashes[chosen]
 

@@ -159,7 +159,7 @@ def _gamma_url(directory: str, index: int, group: int) -> str:
     return join(directory, f"block-{index:05d}-{group}.npy")
 
 
-def _split(block: Block, params: SweepParams):
+def split_block(block: Block, params: SweepParams):
     """The block's training documents' (counts, hashes), its scored validation documents' (a sample of
     ``params.validation_sample`` of them) and its held-out documents' (each document's id hashed once), and the
     training documents' table. Validation documents outside the scored sample train: the stop never sees them,
@@ -188,7 +188,7 @@ class PreparedBlock:
 
 
 def _prepare(block: Block, params: SweepParams) -> PreparedBlock:
-    (X, hashes), (V, valid_hashes), _, _ = _split(block, params)
+    (X, hashes), (V, valid_hashes), _, _ = split_block(block, params)
     observed, scored = split_tokens(V, valid_hashes) if V.shape[0] else (None, None)
     group = doc_groups(hashes, params.groups)
     return PreparedBlock({g: (X[group == g], hashes[group == g]) for g in range(params.groups)},
@@ -324,7 +324,7 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
                   state_in: str, out_dir: str) -> BlockSums:
     """``start``: the source model's ``B`` and document prior, scored on the held-out documents beside the
     final topics (what the refined model is compared with; no choice of the fit depends on it)."""
-    (X, hashes), valid, held, table = _split(block, params)
+    (X, hashes), valid, held, table = split_block(block, params)
     update_from, topics = shared
     group = doc_groups(hashes, params.groups)
     state = np.empty((X.shape[0], update_from.shape[1]))

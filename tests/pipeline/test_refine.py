@@ -566,24 +566,24 @@ def test_the_advice_of_a_worse_refinement_leaves_out_what_it_already_did():
     store's fraction, or how to make one) and half the sweeps it ran; the other method; and keeping the start. The
     CLI gives the same advice in flags, `jsmf run` in its config's keys."""
     from jsmf_dask.cli_words import cli_words, config_words
-    from jsmf_dask.pipeline.refine_start import what_to_try as _what_to_try
+    from jsmf_dask.pipeline.refine_start import what_to_try
     from jsmf_dask.pipeline.run_config import RunConfig
 
-    assert _what_to_try("cvb0", "auto", 0.05, 0.05, "ap", 30) == "try method='vb', or keep 'ap'"
-    assert _what_to_try("vb", 0.1, 0.05, 0.05, "ap", 30) == "try alpha='auto', method='cvb0', or keep 'ap'"
-    assert _what_to_try("vb", "auto", 0.0, 0.05, "k20-ap-cvb0", 25) == (
+    assert what_to_try("cvb0", "auto", 0.05, 0.05, "ap", 30) == "try method='vb', or keep 'ap'"
+    assert what_to_try("vb", 0.1, 0.05, 0.05, "ap", 30) == "try alpha='auto', method='cvb0', or keep 'ap'"
+    assert what_to_try("vb", "auto", 0.0, 0.05, "k20-ap-cvb0", 25) == (
         "try the validation stop (validation=0.05), fewer sweeps (sweeps=12), method='cvb0', or keep 'k20-ap-cvb0'")
     # one sweep: none fewer to try
-    assert _what_to_try("vb", "auto", 0.0, 0.05, "ap", 1) == (
+    assert what_to_try("vb", "auto", 0.0, 0.05, "ap", 1) == (
         "try the validation stop (validation=0.05), method='cvb0', or keep 'ap'")
-    assert _what_to_try("cvb0", 0.1, 0.0, None, "ap", 50) == (
+    assert what_to_try("cvb0", 0.1, 0.0, None, "ap", 50) == (
         "try alpha='auto', validation documents to stop by (`jsmf cooccur --validation 0.05`, then refine), "
         "fewer sweeps (sweeps=25), method='vb', or keep 'ap'")
-    assert cli_words(_what_to_try("vb", 0.1, 0.0, 0.05, "ap", 50)) == (
+    assert cli_words(what_to_try("vb", 0.1, 0.0, 0.05, "ap", 50)) == (
         "try --alpha auto, the validation stop (--validation 0.05), fewer sweeps (--sweeps 25), --method cvb0, "
         "or keep 'ap'")
     # `jsmf run` gives it in the config's keys
-    assert config_words(_what_to_try("vb", 0.1, 0.0, 0.05, "ap", 50), RunConfig("run.toml", "root")) == (
+    assert config_words(what_to_try("vb", 0.1, 0.0, 0.05, "ap", 50), RunConfig("run.toml", "root")) == (
         'try alpha = "auto", the validation stop (validation = 0.05), fewer sweeps (sweeps = 25), method = "cvb0", '
         "or keep 'ap'")
 

@@ -95,3 +95,17 @@ def test_refine_from_a_chain_records_its_start_and_is_checked_against_the_spectr
     distances = np.abs(chained.B[:, :, None] - B0[:, None, :]).sum(axis=0)
     np.testing.assert_array_equal(distances.argmin(axis=1), np.arange(4))
     assert not (root / "model.zarr" / "bad").exists()
+
+
+def test_the_warning_names_what_the_run_started_from():
+    """The spectral model by its quoted name; a chain's topics as such (a run from them without held-out documents
+    is compared with its own start on the validation documents); nothing within the stop's resolution."""
+    from jsmf_dask.pipeline.refine_start import worse_than_start
+    from jsmf_dask.pipeline.refine_sweeps import IMPROVEMENT
+
+    assert "above 100.0 of the topics of 'ap' it started from" in worse_than_start(
+        100.0, 110.0, repr("ap"), "cvb0", "held-out", "try x")
+    chained = worse_than_start(100.0, 110.0, "a chain", "sampled", "validation", "try x")
+    assert chained == ("refine (sampled) ended with validation perplexity 110.0, above 100.0 of the topics of a chain "
+                       "it started from: the refined model is worse on unseen documents; try x")
+    assert worse_than_start(100.0, 100.0 * (1 + IMPROVEMENT), "a chain", "sampled", "validation", "try x") is None
