@@ -65,10 +65,12 @@ def collapsed_chain(X: sps.csr_array | sps.csr_matrix, n_topics: int, *, alpha: 
 def chain_topics(word_topic: np.ndarray, doc_topic: np.ndarray, *, alpha: float,
                  eta: float) -> tuple[np.ndarray, np.ndarray]:
     """A chain state's topics ``B`` (``(n_wk + η)/(n_k + Nη)``, N × K) and ``A``, the documents' mean
-    ``θ_d θ_dᵀ`` with ``θ_d = (n_d + α)/(n_d + Kα)`` (K × K, summing to 1): a model refine can start from as it
-    starts from a spectral one."""
+    ``θ_d θ_dᵀ`` with ``θ_d = (n_d + α)/(n_d + Kα)`` (K × K, summing to 1; uniform for a chain over no
+    document): a model refine can start from as it starts from a spectral one."""
     n_words, k = word_topic.shape
     B = (word_topic + eta) / (word_topic.sum(axis=0) + n_words * eta)
+    if doc_topic.shape[0] == 0:
+        return B, np.full((k, k), 1.0 / k**2)
     theta = (doc_topic + alpha) / (doc_topic.sum(axis=1, keepdims=True) + k * alpha)
     A = theta.T @ theta
     return B, A / A.sum()

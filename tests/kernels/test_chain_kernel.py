@@ -93,7 +93,8 @@ def test_chain_finds_the_topics_of_a_plain_lda_corpus_from_its_random_start():
 
 
 def test_chain_topics_by_hand():
-    """B: (n_wk + η)/(n_k + Nη); A: the mean of θ_d θ_dᵀ with θ_d = (n_d + α)/(n_d + Kα), normalised to sum 1."""
+    """B: (n_wk + η)/(n_k + Nη); A: the mean of θ_d θ_dᵀ with θ_d = (n_d + α)/(n_d + Kα), normalised to sum 1;
+    both uniform for a chain over no document."""
     word_topic = np.array([[2.0, 0.0], [1.0, 3.0], [0.0, 1.0]])
     doc_topic = np.array([[3.0, 0.0], [0.0, 4.0]])
     B, A = chain_topics(word_topic, doc_topic, alpha=0.5, eta=1.0)
@@ -102,6 +103,11 @@ def test_chain_topics_by_hand():
     expected = theta.T @ theta
     np.testing.assert_allclose(A, expected / expected.sum(), rtol=1e-12)
     np.testing.assert_allclose(A, A.T, rtol=1e-12)
+    # a chain over no document (an empty sample): uniform topics and A, nothing undefined
+    word_topic, doc_topic = collapsed_chain(sps.csr_array((0, 3)), 2, alpha=0.5, eta=1.0, iterations=3, seed=0)
+    B, A = chain_topics(word_topic, doc_topic, alpha=0.5, eta=1.0)
+    np.testing.assert_allclose(B, np.full((3, 2), 1 / 3), rtol=1e-12)
+    np.testing.assert_allclose(A, np.full((2, 2), 1 / 4), rtol=1e-12)
 
 
 @pytest.mark.parametrize("X, kwargs, match", [
