@@ -61,4 +61,4 @@ def chain_task(blocks: list[Block], params: SweepParams, n_topics: int, *, fract
     samples = [dask.delayed(_sample_block, pure=True)(b, params, fraction, dask_key_name=f"chain-sample-{token}-{i}")
                for i, b in enumerate(blocks)]
     return dask.delayed(_chain, pure=True)(samples, params.n_words, n_topics, alpha, eta, iterations, seed,
-                                           dask_key_name=f"chain-{token}")
+                                           dask_key_name=f"chain-run-{token}")

@@ -124,6 +124,7 @@ def corpus(tmp_path_factory):
         refine(root, model="k6-ap", sweeps=4)
         refine(root, model="k6-ap", sweeps=4, drawn_sweeps=2, name="k6-ap-drawn")
         refine(root, model="k6-ap", sweeps=3, method="sampled", name="k6-ap-sampled")
+        refine(root, model="k6-ap", sweeps=3, method="sampled", start="chain", name="k6-ap-chain")
     return root
 
 
@@ -235,13 +236,15 @@ def test_concurrent_fits_on_one_scheduler_get_their_own_results(real_cluster, co
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "how"), [
+@pytest.mark.parametrize(("name", "how", "busy_with"), [
     # two sweeps of drawn counts, then two soft ones: a rerun task draws what the killed one drew
-    ("k6-ap-drawn", {"sweeps": 4, "drawn_sweeps": 2}),
+    ("k6-ap-drawn", {"sweeps": 4, "drawn_sweeps": 2}, "refine-sweep"),
     # every sweep draws each document's topics, seeded by its id and the sweep
-    ("k6-ap-sampled", {"sweeps": 3, "method": "sampled"}),
+    ("k6-ap-sampled", {"sweeps": 3, "method": "sampled"}, "refine-sweep"),
+    # the chain start: its one task (a collapsed Gibbs chain on a sample of the documents) killed and rerun
+    ("k6-ap-chain", {"sweeps": 3, "method": "sampled", "start": "chain"}, "chain-run-"),
 ])
-def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, tmp_path, name, how):
+def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, tmp_path, name, how, busy_with):
     import shutil
 
     from jsmf_dask import open_model
@@ -250,7 +253,7 @@ def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, 
     root = _copy_corpus(corpus, tmp_path)
     shutil.copytree(corpus / "model.zarr" / "k6-ap", tmp_path / "model.zarr" / "k6-ap")
     done, killed = threading.Event(), []
-    watcher = threading.Thread(target=_kill_a_worker_when_busy, args=(address, pids, "refine-sweep", done, killed))
+    watcher = threading.Thread(target=_kill_a_worker_when_busy, args=(address, pids, busy_with, done, killed))
     with connect(address):
         watcher.start()
         try:
@@ -258,7 +261,7 @@ def test_a_worker_killed_mid_refine_sweep_changes_nothing(real_cluster, corpus, 
         finally:
             done.set()
             watcher.join()
-    assert killed, "no worker was busy with a refine sweep task to kill"
+    assert killed, f"no worker was busy with a {busy_with!r} task to kill"
     a, b = open_model(root, name), open_model(str(corpus), name)
     np.testing.assert_allclose(a.group["lambda"][...], b.group["lambda"][...], rtol=1e-10, atol=0)
     np.testing.assert_allclose(a.arrays["A"], b.arrays["A"], rtol=0, atol=1e-10)
