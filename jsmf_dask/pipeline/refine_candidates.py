@@ -168,16 +168,17 @@ class TrailingRuns:
         """The runs of ``running`` to drop now."""
         bests = [min(curve, default=math.inf) for curve in self.curves]
 
-        def lead(j: int, same_method: bool) -> float:  # the best of the other methods' runs, or of the same
-            # method's runs from other starts
-            me = self.tried[j]
-            return min((b for b, c in zip(bests, self.tried, strict=True)
-                        if (c.method == me.method and c.start != me.start if same_method else c.method != me.method)),
-                       default=math.inf)
+        def best_of(runs) -> float:
+            return min((bests[i] for i in runs), default=math.inf)
 
-        return [j for j in running
-                if len(self.curves[j]) >= DROP_AFTER_SWEEPS and bests[j] > lead(j, False) * (1.0 + DROP_MARGIN)
-                or len(self.curves[j]) >= START_RACE_SWEEPS and bests[j] > lead(j, True)]
+        def trails(j: int) -> bool:
+            me, n = self.tried[j], len(self.curves[j])
+            other_methods = [i for i, c in enumerate(self.tried) if c.method != me.method]
+            other_starts = [i for i, c in enumerate(self.tried) if c.method == me.method and c.start != me.start]
+            return (n >= DROP_AFTER_SWEEPS and bests[j] > best_of(other_methods) * (1.0 + DROP_MARGIN)
+                    or n >= START_RACE_SWEEPS and bests[j] > best_of(other_starts))
+
+        return [j for j in running if trails(j)]
 
 
 #: The drawn candidate is kept unless the best soft one beats it on the validation documents by more than this
@@ -242,16 +243,16 @@ def choice_line(attrs: dict) -> str | None:
     candidates = attrs.get("candidates")
     if not candidates:
         return None
-    by_method = several_routes(stored_route(c) for c in candidates)
+    by_route = several_routes(stored_route(c) for c in candidates)
     methods_only = len({(eta_text(c["eta"]), c["drawn_sweeps"]) for c in candidates}) == 1  # 'auto' alone
 
     def tried(c: dict) -> str:
         score = "not scored" if c["validation_perplexity"] is None else f"{c['validation_perplexity']:.1f}"
         if c.get("stopped") == "dropped":
             score += f" (dropped after {c['sweeps']} sweeps)"
-        if by_method and methods_only:
+        if by_route and methods_only:
             return f"{stored_route(c)}: {score}"
-        line = (f"{stored_route(c)}, " if by_method else "") + \
+        line = (f"{stored_route(c)}, " if by_route else "") + \
             f"eta {eta_text(c['eta'])} with {c['drawn_sweeps']} drawn: {score}"
         if c["drawn_sweeps"] and c.get("gain_se") is not None:  # −gain: the perplexity's change, to first order
             line += f" ({-100 * c['gain']:+.2f}% ± {100 * c['gain_se']:.2f}%)"
@@ -264,9 +265,9 @@ def choice_line(attrs: dict) -> str | None:
     within_margin = bool(kept) and any(not drawn and score < min(kept) for drawn, score in scores)
     how = ("kept: the validation documents score a soft run lower, but within their paired error, and a drawn "
            "run is dropped only beyond it" if within_margin else "chosen by the validation documents")
-    if by_method and methods_only:
+    if by_route and methods_only:
         return f"{stored_route(attrs)} {how} ({', '.join(tried(c) for c in candidates)})" + _broader(attrs, candidates)
-    method = f"{stored_route(attrs)}, " if by_method else ""
+    method = f"{stored_route(attrs)}, " if by_route else ""
     return (f"{method}eta {attrs['eta']:g} with {attrs['drawn_sweeps']} drawn sweep(s) {how} "
             f"({', '.join(tried(c) for c in candidates)})")
 

@@ -11,6 +11,7 @@ from jsmf_dask import cooccur, fit, open_model, refine, synth
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
 from jsmf_dask.kernels.doc_split import DocumentSplit, doc_hashes, sample_mask
+from jsmf_dask.stages.chain import chain_task
 from jsmf_dask.stages.refine import SweepParams
 
 SPLIT = DocumentSplit(heldout=0.1, validation=0.05)
@@ -67,8 +68,8 @@ def test_the_chain_ends_in_the_same_state_whatever_the_row_groups(roots):
     states = []
     for root in roots:
         with dask.config.set(scheduler="threads"):
-            (state,) = dask.compute(__import__("jsmf_dask.stages.chain", fromlist=["chain_task"]).chain_task(
-                list_blocks(corpus_dir(str(root))), _params(), 4, fraction=0.3, alpha=0.1, eta=0.01, iterations=5))
+            (state,) = dask.compute(chain_task(list_blocks(corpus_dir(str(root))), _params(), 4, fraction=0.3,
+                                               alpha=0.1, eta=0.01, iterations=5))
         states.append(state)
     assert len(list_blocks(corpus_dir(str(roots[0])))) == 6 and len(list_blocks(corpus_dir(str(roots[1])))) == 1
     for a, b in zip(*states, strict=True):
