@@ -320,7 +320,7 @@ PARAMETERS: tuple[Parameter, ...] = (
               "where the runs start: spectral (the model given), chain (the topics of a collapsed Gibbs chain on "
               "a sample of about 400,000 training tokens, its topics in the order of the model's they match), or "
               "auto (spectral, and where --method auto tries sampled, sampled from a chain too; see the README)",
-              choices=("auto", "spectral", "chain")),
+              choices=("auto", "spectral", "chain"), estimator="refine_start"),
     Parameter("refine", "sweeps", "int", 50, "passes over the corpus at most (tol or the validation documents "
               "usually stop it earlier)", low=1, metavar="S", estimator="refine_sweeps"),
     Parameter("refine", "tol", "float", 1e-4,

@@ -192,6 +192,30 @@ def test_refine_drawn_sweeps_reach_the_refinement(counts, fitted, tmp_path):
         RectifiedAnchorWords(4, refine_drawn_sweeps=-1).fit(counts[:1200])
 
 
+def test_refine_start_reaches_the_refinement(counts, fitted, tmp_path):
+    """refine_start='chain' starts the refinement from a collapsed Gibbs chain's topics (refine's start='chain'):
+    the very model `refine(start='chain')` writes on the same documents; refine_start_ says where the kept run
+    started and survives save and load; a bad start is refused with the estimator's parameter name."""
+    from jsmf_dask import refine
+    from jsmf_dask.exceptions import InvalidParameterError as Invalid
+    from jsmf_dask.pipeline.matrix import ingest_matrix
+
+    assert fitted.refine_start == "auto" and fitted.refine_start_ == "spectral"  # cvb0 alone on 4 topics
+    est = RectifiedAnchorWords(4, min_anchor_df=0, refine_start="chain", refine_drawn_sweeps=0).fit(counts[:1200])
+    assert est.refine_start_ == "chain" and est.refine_method_ == "cvb0"
+    assert load_model(est.save(tmp_path / "m")).refine_start_ == "chain"
+    root = tmp_path / "root"
+    ingest_matrix(root, counts[:1200])
+    cooccur(root, validation=0.05)
+    spectral = RectifiedAnchorWords(4, min_anchor_df=0, refine=None).fit_root(root, name="k4")
+    assert spectral.refine_start_ is None
+    by_hand = refine(str(root), model="k4", start="chain", drawn_sweeps=0)
+    np.testing.assert_allclose(est.components_, open_model(str(root), by_hand.name).arrays["B"].T, rtol=0,
+                               atol=1e-12)
+    with pytest.raises(Invalid, match=r"'refine_start' parameter of RectifiedAnchorWords"):
+        RectifiedAnchorWords(4, refine_start="gibbs").fit(counts[:1200])
+
+
 def test_save_load_and_run_root_models(counts, fitted, tmp_path):
     saved = fitted.save(tmp_path / "model")
     loaded = load_model(saved)

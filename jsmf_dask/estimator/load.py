@@ -66,6 +66,7 @@ def load_model(root_or_path: str | os.PathLike, name: str | None = None):
                                      refine_sweeps=int(params.get("sweeps", 50)),
                                      doc_topic_prior=params.get("alpha", "auto"),
                                      topic_word_prior=params.get("eta", 0.05),
-                                     refine_drawn_sweeps=params.get("drawn_sweeps", "auto"))
+                                     refine_drawn_sweeps=params.get("drawn_sweeps", "auto"),
+                                     refine_start=params.get("start", "auto"))
     model.__dict__.update(state)
     return model

@@ -93,6 +93,11 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         ``drawn_sweeps``): ``'auto'``, below 2,500 training documents, runs none and 20 side by side and keeps the
         drawn refinement unless the validation documents score the other better by more than their paired error;
         0 never draws.
+    refine_start : {'auto', 'spectral', 'chain'}, default='auto'
+        Where the refinement's runs start (``refine``'s ``start``): the spectral model; the topics of a collapsed
+        Gibbs chain on a sample of about 400,000 training tokens; or ``'auto'``, the spectral model and, where
+        ``refine='auto'`` tries the sampled passes, the sampled passes from a chain too (``refine_start_`` says
+        which start the kept run had).
     validation_fraction : float, default=0.05
         Documents (by the hash of their row number) left out of ``C`` and of the
         refinement's sweeps, scored each sweep; refinement stops when they stop
@@ -139,6 +144,9 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         ``refine_drawn_sweeps='auto'``); None without refinement.
     refine_method_ : str or None
         The refinement's method ('cvb0', 'sampled' or 'vb': ``refine='auto'`` chooses); None without refinement.
+    refine_start_ : str or None
+        Where the kept refinement started ('spectral' or 'chain': ``refine_start='auto'`` lets the validation
+        documents choose); None without refinement.
     vocabulary_ : list of str
         The words of the columns (``feature_names_in_`` when ``X`` had them, else ``w0``, ``w1``, …).
     provenance_ : dict
@@ -163,7 +171,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
                  tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
                  min_anchor_df: int = 10, refine: str | None = "auto", refine_sweeps: int = 50,
                  doc_topic_prior: float | str = "auto", topic_word_prior: float | str | list[float] = 0.05,
-                 refine_drawn_sweeps: int | str = "auto", validation_fraction: float = 0.05, random_state: int | None = 0, work_dir: str | None = None,
+                 refine_drawn_sweeps: int | str = "auto", refine_start: str = "auto",
+                 validation_fraction: float = 0.05, random_state: int | None = 0, work_dir: str | None = None,
                  verbose: int = 0):
         self.n_components = n_components
         self.rectifier = rectifier
@@ -177,6 +186,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
         self.refine_drawn_sweeps = refine_drawn_sweeps
+        self.refine_start = refine_start
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.work_dir = work_dir
@@ -301,7 +311,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if self.refine:
             refined = refine(root, model=spectral.name, method=self.refine, sweeps=self.refine_sweeps,
                              alpha=self.doc_topic_prior, eta=self.topic_word_prior,
-                             drawn_sweeps=self.refine_drawn_sweeps, name=default_refined_name(spectral.name, self.refine), overwrite=overwrite)
+                             drawn_sweeps=self.refine_drawn_sweeps, start=self.refine_start,
+                             name=default_refined_name(spectral.name, self.refine), overwrite=overwrite)
         self.__dict__.update(fitted_state(root, spectral.name, None if refined is None else refined.name))
 
     def _fit_unigram(self, term_freq: np.ndarray, words: list[str]) -> None:
@@ -314,7 +325,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.topic_topic_ = self.topic_topic_least_squares_ = np.ones((1, 1))
         self.anchors_, self.eigenvalues_ = np.array([int(np.argmax(total))]), np.zeros(0)
         self.rectification_history_, self.refine_history_ = {}, {}
-        self.refit_ = self.drawn_sweeps_ = self.refine_method_ = None
+        self.refit_ = self.drawn_sweeps_ = self.refine_method_ = self.refine_start_ = None
         self.doc_topic_prior_, self.topic_word_prior_ = np.ones(1), None
         self.n_iter_, self.vocabulary_ = 1, words
 

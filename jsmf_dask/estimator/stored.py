@@ -33,7 +33,7 @@ def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[s
         "topic_topic_least_squares_": source.arrays.get("A_least_squares", np.full((k, k), np.nan)),
         "anchors_": source.arrays.get("anchors", np.zeros(0, np.int64)), "eigenvalues_": source.arrays.get("eigenvalues", np.zeros(0)),
         "rectification_history_": dict(source.trace), "refine_history_": {}, "refit_": None, "drawn_sweeps_": None,
-        "refine_method_": None, "doc_topic_prior_": source.arrays.get("alpha"),
+        "refine_method_": None, "refine_start_": None, "doc_topic_prior_": source.arrays.get("alpha"),
         "topic_word_prior_": source.attrs.get("eta"), "n_iter_": int(source.attrs.get("n_iter", 0)), "vocabulary_": words,
         "n_features_in_": len(words),
         "provenance_": {"root": root, "model": refined or spectral, "spectral_model": spectral,
@@ -46,7 +46,9 @@ def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[s
                   "refine_history_": dict(model.trace), "n_iter_": int(model.attrs["n_iter"]),
                   "refit_": model.attrs.get("refit"), "drawn_sweeps_": model.attrs.get("drawn_sweeps", 0),
                   # the method run (a model refined before 'auto' existed records only the one asked for)
-                  "refine_method_": model.attrs.get("method", model.attrs["params"]["method"])}
+                  "refine_method_": model.attrs.get("method", model.attrs["params"]["method"]),
+                  # where the kept run started (a model refined before session 38 started from its source)
+                  "refine_start_": model.attrs.get("start", "spectral")}
     return state
 
 
@@ -61,7 +63,7 @@ def save_model(estimator, path: str, *, overwrite: bool = False) -> str:
         "provenance": estimator.provenance_,
         "fitted": {"n_iter": estimator.n_iter_, "topic_word_prior": estimator.topic_word_prior_,
                    "refit": estimator.refit_, "drawn_sweeps": estimator.drawn_sweeps_,
-                   "refine_method": estimator.refine_method_,
+                   "refine_method": estimator.refine_method_, "refine_start": estimator.refine_start_,
                    "n_features_in": estimator.n_features_in_,
                    "has_feature_names": hasattr(estimator, "feature_names_in_")},
     }
@@ -84,6 +86,7 @@ def saved_state(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
               "refit_": fitted.get("refit"),  # None in a file saved before it was recorded
               "drawn_sweeps_": fitted.get("drawn_sweeps"),
               "refine_method_": fitted.get("refine_method"),  # None in a file saved before it was recorded
+              "refine_start_": fitted.get("refine_start"),  # likewise
               "n_features_in_": int(fitted["n_features_in"]), "vocabulary_": words,
               "provenance_": attrs.get("provenance", {})}
     if fitted["has_feature_names"]:
