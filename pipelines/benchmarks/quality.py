@@ -44,7 +44,9 @@ cut into documents of 600 words (a paper's last piece kept from 200 words; 9,118
 corpus between the shipped ones' sizes and 10,000 documents; ``nips-chunks-300``: the same cut into 300 words
 (last piece from 100 words; 17,954 documents), real text above 10,000 documents, where the default route fits
 every word; ``nips-chunks-100-3k``, ``-8k``, ``-15k``, ``-25k``, ``nips-chunks-300-3k``, ``-12k``: a sample
-(seed 0) of that many documents of a cut, for where ``method='sampled'`` starts to pay.
+(seed 0) of that many documents of a cut, for where ``method='sampled'`` starts to pay. A path to a file
+(text, JSONL, a UCI docword, ratings… as ``jsmf ingest`` reads it, ``--vocab-size 5000``) is a corpus of one's
+own, named after the file.
 Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
 corpus (held-out perplexity against seconds) into ``--out``.
 
@@ -52,6 +54,7 @@ Usage::
 
     python -m pipelines.benchmarks.quality --corpora nips-papers,reuters --topics 20,50
     python -m pipelines.benchmarks.quality --corpora lda-20k --runs 3
+    python -m pipelines.benchmarks.quality --corpora path/to/my-corpus.jsonl --topics 20 --runs 1
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ CHUNKS = {"nips-chunks": (600, 200, None), "nips-chunks-300": (300, 100, None), 
           "nips-chunks-100-3k": (100, 30, 3000), "nips-chunks-100-8k": (100, 30, 8000),
           "nips-chunks-100-15k": (100, 30, 15000), "nips-chunks-100-25k": (100, 30, 25000),
           "nips-chunks-300-3k": (300, 100, 3000), "nips-chunks-300-12k": (300, 100, 12000)}
+#: name (the file's stem) → path of the corpora given as files in ``--corpora`` (filled by :func:`main`).
+FILES: dict[str, str] = {}
 #: Short documents from a known model: (baskets, items, K, shortest, longest basket).
 BASKETS = {"baskets-20k": (20000, 300, 10, 2, 10)}
 REFINES = {
@@ -100,6 +105,8 @@ def _ingest_kwargs(name: str, data: Path) -> dict | None:
         return kwargs | ({"encoding": "latin-1"} if name == "nips-papers" else {})
     if name == "nips17-bow" and (data / "nips17" / "docword.nips17.txt.gz").exists():
         return {"inputs": [str(data / "nips17" / "docword.nips17.txt.gz")], "vocab_size": 5000}
+    if name in FILES:  # a corpus of the user's: `jsmf ingest`'s defaults (the format from the file's name)
+        return {"inputs": [FILES[name]], "vocab_size": 5000}
     if name == "movielens" and (data / "movielens-small" / "ratings.csv").exists():
         # the README's route (--vocab-size 5000): all 9,724 films make the in-process fit of a threads run
         # take 24 GB (it is OOM-killed here; the same with the code before this benchmark existed)
@@ -382,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = []
     for name in args.corpora.split(","):
+        if Path(name).is_file():  # a corpus of one's own: named after its file
+            FILES[Path(name).name.split(".")[0]] = str(Path(name).resolve())
+            name = Path(name).name.split(".")[0]
         if name not in {**SYNTHETIC, **BASKETS, **CHUNKS} and _ingest_kwargs(name, Path(args.data)) is None:
             print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
             continue
