@@ -50,6 +50,7 @@ from jsmf_dask.pipeline.fit_model import (
     low_rank_arrays,
     low_rank_attrs,
     model_attrs,
+    weightless_topics_message,
     write_topics,
 )
 from jsmf_dask.pipeline.fit_plan import (
@@ -206,12 +207,10 @@ def fit(
     recovered, unconverged = _recover(plan, anchored, client)
     convergence = convergence_issues(anchored.trace, anchored.eig, n_topics, eig_tol, solver, unconverged,
                                      store.n_words)
-    if recovered.legality <= 0:
-        warnings.warn(
-            f"the {n_topics} anchors never co-occur in C (C_SS is zero), so A is zero; this happens without "
-            "rectification when rare words are anchors: raise min_anchor_df or use rectifier='ap'",
-            UserWarning, stacklevel=2,
-        )
+    weightless = weightless_topics_message(recovered.legality, recovered.A, anchored.anchors, plan.words,
+                                           plan.min_anchor_df, plan.params.rectifier)
+    if weightless is not None:
+        warnings.warn(weightless, UserWarning, stacklevel=2)
     return _commit(plan, anchored, recovered, convergence)
 
 

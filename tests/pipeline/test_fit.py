@@ -494,3 +494,79 @@ def test_evaluate_and_report_read_a_model_fitted_on_anchor_words(synthetic_root,
     from pathlib import Path
 
     assert "anchor vocabulary (60 words)" in Path(report(root)).read_text()
+
+
+def test_weightless_topics_message_by_hand():
+    """Rows of A under 5% of an even share (1/K) are named by their anchors; a healthy A says nothing; A = 0
+    (no two anchors co-occur) keeps its own message; the Baseline (no rectification) is checked for that only."""
+    from jsmf_dask.pipeline.fit_model import WEIGHTLESS_SHARE, weightless_topics_message
+
+    words = ["a", "b", "c", "d"]
+    healthy = np.diag([0.4, 0.3, 0.2, 0.1])
+    assert weightless_topics_message(1.0, healthy, np.arange(4), words, 10, "ap") is None
+    # topic 2's share 0.0124 is just under 0.05 / 4 = 0.0125; topic 3's 0.0126 just over
+    edge = np.diag([0.5, 0.475, 0.0124, 0.0126])
+    assert WEIGHTLESS_SHARE / 4 == 0.0125
+    message = weightless_topics_message(1.0, edge, np.array([3, 2, 1, 0]), words, 10, "ap")
+    assert message.startswith("1 of 4 topics have almost no weight in A") and "anchors 'b')" in message
+    assert "min_anchor_df (10 now)" in message
+    assert "never co-occur" in weightless_topics_message(0.0, np.zeros((4, 4)), np.arange(4), words, 0, "none")
+    assert weightless_topics_message(1.0, edge, np.arange(4), words, 10, "none") is None  # the Baseline: compared
+
+
+@pytest.fixture(scope="module")
+def rare_anchor_root(tmp_path_factory):
+    """An LDA corpus of 3 topics over 60 words, and 6 rare words, each in 12 documents of its own (3 tokens of it
+    and 10 words of one topic): with no document-frequency floor the rare words are the most extreme rows of C̄,
+    so they anchor topics; a pair of them never shares a document."""
+    import dask
+    import json
+    import string
+
+    from jsmf_dask import ingest
+
+    rng = np.random.default_rng(0)
+    name = lambda i: "w" + string.ascii_lowercase[i // 26] + string.ascii_lowercase[i % 26]  # noqa: E731
+    B = rng.dirichlet(np.full(60, 0.1), size=3)
+    lines = []
+    for _ in range(1500):
+        z = rng.choice(3, 40, p=rng.dirichlet(np.full(3, 0.3)))
+        lines.append(" ".join(name(rng.choice(60, p=B[t])) for t in z))
+    for r in range(6):
+        lines += [" ".join(["rare" + string.ascii_lowercase[r]] * 3 + [name(rng.choice(60, p=B[r % 3]))
+                                                                       for _ in range(10)]) for _ in range(12)]
+    root = tmp_path_factory.mktemp("rare-anchors")
+    path = root / "docs.jsonl"
+    path.write_text("\n".join(json.dumps({"id": str(i), "text": t}) for i, t in enumerate(lines)) + "\n")
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        ingest(root / "run", [str(path)], format="text", id_column="id", min_doc_tokens=1)
+        cooccur(root / "run")
+    return root / "run"
+
+
+def test_fit_warns_when_rare_anchors_leave_topics_without_weight(rare_anchor_root):
+    """Five topics with no anchor floor: two of them, anchored by rare words, hold under 1% of A (measured 0.6%);
+    the warning names them, and with a floor above the rare words' 12 documents it is gone."""
+    import warnings
+
+    import dask
+
+    from jsmf_dask.io.parquet import read_vocabulary
+    from jsmf_dask.pipeline.fit_model import WEIGHTLESS_SHARE
+
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        with pytest.warns(UserWarning, match=r"2 of 5 topics have almost no weight in A") as caught:
+            fit(rare_anchor_root, n_topics=5, rectifier="ap", min_anchor_df=0, name="rare")
+        model = open_model(str(rare_anchor_root), "rare")
+        shares = model.arrays["A"].sum(axis=1)
+        weightless = np.flatnonzero(shares < WEIGHTLESS_SHARE / 5)
+        assert weightless.size == 2
+        words = read_vocabulary(f"{rare_anchor_root}/corpus").column("word").to_pylist()
+        named = [words[a] for a in model.arrays["anchors"][weightless]]
+        assert all(w.startswith("rare") for w in named)
+        message = str(next(w.message for w in caught if "no weight" in str(w.message)))
+        assert all(repr(w) in message for w in named)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            fit(rare_anchor_root, n_topics=5, rectifier="ap", min_anchor_df=13, name="floored")
+        assert (open_model(str(rare_anchor_root), "floored").arrays["A"].sum(axis=1) >= WEIGHTLESS_SHARE / 5).all()
