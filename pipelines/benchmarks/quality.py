@@ -46,7 +46,8 @@ corpus between the shipped ones' sizes and 10,000 documents; ``nips-chunks-300``
 every word; ``nips-chunks-100-3k``, ``-8k``, ``-15k``, ``-25k``, ``nips-chunks-300-3k``, ``-12k``: a sample
 (seed 0) of that many documents of a cut, for where ``method='sampled'`` starts to pay. A path to a file
 (text, JSONL, a UCI docword, ratings… as ``jsmf ingest`` reads it, ``--vocab-size 5000``) is a corpus of one's
-own, named after the file.
+own, named after the file; ``man-pages`` and ``docstrings`` are this machine's own text
+(:mod:`pipelines.benchmarks.machine_corpora`).
 Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
 corpus (held-out perplexity against seconds) into ``--out``.
 
@@ -67,6 +68,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from pipelines.benchmarks.machine_corpora import CORPORA as MACHINE_CORPORA
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = {"nips-papers": REPO / "pipelines" / "data" / "nips12-raw" / "nipstxt.tar.xz",
@@ -160,6 +163,12 @@ def ingest_corpus(name: str, root: str, out: Path, data: Path):
         m, n, k, length = SYNTHETIC[name]
         synth(root, n_docs=m, n_words=n, n_topics=k, doc_length=length, seed=1, topics_from="dirichlet", overwrite=True)
         return read_truth(root)["B"]
+    if name in MACHINE_CORPORA:  # this machine's own text (machine_corpora.py), written once
+        path = out / f"{name}.jsonl"
+        if not path.exists():
+            MACHINE_CORPORA[name](path)
+        ingest(root, [str(path)], format="text", id_column="id", vocab_size=5000, overwrite=True)
+        return None
     if name in CHUNKS:
         path = out / f"{name}.jsonl"
         _write_chunks(path, *CHUNKS[name])
@@ -392,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         if Path(name).is_file():  # a corpus of one's own: named after its file
             FILES[Path(name).name.split(".")[0]] = str(Path(name).resolve())
             name = Path(name).name.split(".")[0]
-        if name not in {**SYNTHETIC, **BASKETS, **CHUNKS} and _ingest_kwargs(name, Path(args.data)) is None:
+        if name not in {**SYNTHETIC, **BASKETS, **CHUNKS, **MACHINE_CORPORA} and _ingest_kwargs(name, Path(args.data)) is None:
             print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
             continue
         topics = [SYNTHETIC[name][2]] if name in SYNTHETIC else [BASKETS[name][2]] if name in BASKETS else \
