@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 from threadpoolctl import threadpool_limits
 
 from jsmf_dask._validation import check_int, check_option
-from jsmf_dask.estimator.stored import fitted_state, save_model
+from jsmf_dask.estimator.stored import fitted_state, save_model, unrefined
 from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.io.fs import get_fs, is_local, join
 from jsmf_dask.kernels.enn import enn_rectify
@@ -57,17 +57,14 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         K, the number of topics (``K < n_features``). ``K = 1`` is the unigram
         model (the words' frequencies in ``X``; :meth:`fit` only: anchors need ``K >= 2``).
     rectifier : {'ap', 'dc', 'enn', 'none'} or None, default=None
-        Alternating projection, diagonal completion, ε-non-negative
-        rectification with low-rank anchors (O(N·K) memory), or none (the
-        Baseline of Arora et al. 2013). None: :func:`jsmf_dask.fit`'s choice
-        (AP where it fits in one task, else ENN); AP in :meth:`fit_cooccurrence`.
-        When the model is refined afterwards, AP (None or 'ap') rectifies the
-        anchor vocabulary only below 10,000 documents (:func:`jsmf_dask.fit`'s
+        Alternating projection, diagonal completion, ε-non-negative rectification with low-rank anchors (O(N·K)
+        memory), or none (the Baseline of Arora et al. 2013). None: :func:`jsmf_dask.fit`'s choice (AP where it fits
+        in one task, else ENN); AP in :meth:`fit_cooccurrence`. When the model is refined afterwards, AP (None or
+        'ap') rectifies the anchor vocabulary only below 10,000 documents (:func:`jsmf_dask.fit`'s
         ``anchor_words='auto'``; measured in the README).
     max_iter : int or None, default=None
-        AP or ENN cycles. None: when the model is refined afterwards, 20 up to
-        20 topics and 50 above (measured as good as 150 after refinement:
-        :func:`jsmf_dask.parameters.refined_fit_iterations`), else 150.
+        AP or ENN cycles. None: when the model is refined afterwards, 20 up to 20 topics and 50 above (measured as
+        good as 150 after refinement: :func:`jsmf_dask.parameters.refined_fit_iterations`), else 150.
     tol : float or None, default=None
         Stop AP (ENN) when its relative change falls below it; None runs all cycles.
     end_with : {'nonnegative', 'psd'}, default='nonnegative'
@@ -94,22 +91,18 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         drawn refinement unless the validation documents score the other better by more than their paired error;
         0 never draws.
     refine_start : {'auto', 'spectral', 'chain'}, default='auto'
-        Where the refinement's runs start (``refine``'s ``start``): the spectral model; the topics of a collapsed
-        Gibbs chain on a sample of about 400,000 training tokens; or ``'auto'``, the spectral model and, where
-        ``refine='auto'`` tries the sampled passes, the sampled passes from a chain too (``refine_start_`` says
-        which start the kept run had).
+        Where the refinement's runs start (:func:`jsmf_dask.refine`'s ``start``): the spectral model, a collapsed
+        Gibbs chain's topics, or ``'auto'`` (the spectral model, and a chain for the sampled passes where tried).
     validation_fraction : float, default=0.05
-        Documents (by the hash of their row number) left out of ``C`` and of the
-        refinement's sweeps, scored each sweep; refinement stops when they stop
-        improving and then, below 2,500 documents, runs a few sweeps on from
-        the state they chose with them in training (``refine``'s refit). 0: no validation
-        documents (refinement runs ``refine_sweeps`` or stops by its tolerance).
+        Documents (by the hash of their row number) left out of ``C`` and of the refinement's sweeps, scored each
+        sweep; refinement stops when they stop improving and then, below 2,500 documents, runs a few sweeps on from
+        the state they chose with them in training (``refine``'s refit). 0: no validation documents (refinement runs
+        ``refine_sweeps`` or stops by its tolerance).
     random_state : int or None, default=0
-        Seed of the eigensolver's start block and DC's permutations (None: 0;
-        the fit is deterministic either way).
+        Seed of the eigensolver's start block and DC's permutations (None: 0; the fit is deterministic either way).
     work_dir : str or None, default=None
-        Where :meth:`fit` writes its temporary run root (a directory or fsspec
-        URL the Dask workers can read; default: the system's temporary directory).
+        Where :meth:`fit` writes its temporary run root (a directory or fsspec URL the Dask workers can read;
+        default: the system's temporary directory).
     verbose : int, default=0
         0: silent; 1: the stages' progress bars on stderr.
 
@@ -145,8 +138,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     refine_method_ : str or None
         The refinement's method ('cvb0', 'sampled' or 'vb': ``refine='auto'`` chooses); None without refinement.
     refine_start_ : str or None
-        Where the kept refinement started ('spectral' or 'chain': ``refine_start='auto'`` lets the validation
-        documents choose); None without refinement.
+        Where the kept refinement started ('spectral' or 'chain'); None without refinement.
     vocabulary_ : list of str
         The words of the columns (``feature_names_in_`` when ``X`` had them, else ``w0``, ``w1``, …).
     provenance_ : dict
@@ -324,10 +316,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.components_ = self.spectral_components_ = B
         self.topic_topic_ = self.topic_topic_least_squares_ = np.ones((1, 1))
         self.anchors_, self.eigenvalues_ = np.array([int(np.argmax(total))]), np.zeros(0)
-        self.rectification_history_, self.refine_history_ = {}, {}
-        self.refit_ = self.drawn_sweeps_ = self.refine_method_ = self.refine_start_ = None
-        self.doc_topic_prior_, self.topic_word_prior_ = np.ones(1), None
-        self.n_iter_, self.vocabulary_ = 1, words
+        self.__dict__.update(unrefined(), rectification_history_={}, doc_topic_prior_=np.ones(1), topic_word_prior_=None,
+                             n_iter_=1, vocabulary_=words)
 
     def fit_cooccurrence(self, C: np.ndarray, doc_freq: np.ndarray | None = None) -> RectifiedAnchorWords:
         """Fit the spectral model of a co-occurrence matrix held in memory (no documents: no refinement).
@@ -380,10 +370,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.components_ = self.spectral_components_ = np.ascontiguousarray(rec.B.T)
         self.topic_topic_, self.topic_topic_least_squares_ = rec.A, rec.A_least_squares
         self.anchors_, self.eigenvalues_ = np.asarray(anchors), np.asarray(values)
-        self.rectification_history_, self.refine_history_, self.refit_ = dict(trace), {}, None
-        self.drawn_sweeps_ = self.refine_method_ = None
-        self.doc_topic_prior_ = self.topic_word_prior_ = None
-        self.n_iter_ = int(n_iter)
+        self.__dict__.update(unrefined(), rectification_history_=dict(trace), doc_topic_prior_=None,
+                             topic_word_prior_=None, n_iter_=int(n_iter))
 
     # ------------------------------------------------------------------ input
     def _checked_counts(self, X):

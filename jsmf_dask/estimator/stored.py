@@ -12,13 +12,19 @@ from jsmf_dask.io.parquet import corpus_dir, read_vocabulary
 from jsmf_dask.pipeline.transform import reading_settings
 from jsmf_dask.io.saved_model import read_saved_model, write_saved_model
 
-__all__ = ["fitted_state", "save_model", "saved_state", "ARRAYS", "TRACES"]
+__all__ = ["fitted_state", "save_model", "saved_state", "unrefined", "ARRAYS", "TRACES"]
 
 #: The fitted attributes a saved model keeps as arrays (name in the store → attribute).
 ARRAYS = {"B": "components_", "spectral_B": "spectral_components_", "A": "topic_topic_",
            "A_least_squares": "topic_topic_least_squares_", "anchors": "anchors_", "eigenvalues": "eigenvalues_",
            "alpha": "doc_topic_prior_"}
 TRACES = {"trace/rectification": "rectification_history_", "trace/refine": "refine_history_"}
+
+
+def unrefined() -> dict[str, Any]:
+    """The refinement's fitted attributes of a model without one."""
+    return {"refine_history_": {}, "refit_": None, "drawn_sweeps_": None, "refine_method_": None,
+            "refine_start_": None}
 
 
 def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[str, Any]:
@@ -32,8 +38,7 @@ def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[s
         "components_": B, "spectral_components_": B, "topic_topic_": source.arrays["A"],
         "topic_topic_least_squares_": source.arrays.get("A_least_squares", np.full((k, k), np.nan)),
         "anchors_": source.arrays.get("anchors", np.zeros(0, np.int64)), "eigenvalues_": source.arrays.get("eigenvalues", np.zeros(0)),
-        "rectification_history_": dict(source.trace), "refine_history_": {}, "refit_": None, "drawn_sweeps_": None,
-        "refine_method_": None, "refine_start_": None, "doc_topic_prior_": source.arrays.get("alpha"),
+        "rectification_history_": dict(source.trace), **unrefined(), "doc_topic_prior_": source.arrays.get("alpha"),
         "topic_word_prior_": source.attrs.get("eta"), "n_iter_": int(source.attrs.get("n_iter", 0)), "vocabulary_": words,
         "n_features_in_": len(words),
         "provenance_": {"root": root, "model": refined or spectral, "spectral_model": spectral,

@@ -208,7 +208,7 @@ def fit(
     convergence = convergence_issues(anchored.trace, anchored.eig, n_topics, eig_tol, solver, unconverged,
                                      store.n_words)
     weightless = weightless_topics_message(recovered.legality, recovered.A, anchored.anchors, plan.words,
-                                           plan.min_anchor_df, plan.params.rectifier)
+                                           plan.min_anchor_df, plan.params.rectifier, anchored.n_iter)
     if weightless is not None:
         warnings.warn(weightless, UserWarning, stacklevel=2)
     return _commit(plan, anchored, recovered, convergence)

@@ -159,12 +159,13 @@ WEIGHTLESS_SHARE = 0.05
 
 
 def weightless_topics_message(legality: float, A: np.ndarray, anchors: np.ndarray, words: list[str],
-                              min_anchor_df: int, rectifier: str) -> str | None:
+                              min_anchor_df: int, rectifier: str, iterations: int) -> str | None:
     """What to say when some spectral topics have almost no weight in ``A`` (:data:`WEIGHTLESS_SHARE`), else None.
 
     ``A``'s rows come from the anchors' block of the rectified ``C``: anchors that seldom co-occur with the other
     anchors (rare words, often) leave their topics almost no documents, whatever ``B`` says of them.
-    ``legality`` is ``ΣA`` before normalisation: 0 when no two anchors co-occur at all. The Baseline's ``A``
+    AP's later cycles fill their rows in (``iterations``: the cycles run). ``legality`` is ``ΣA`` before
+    normalisation: 0 when no two anchors co-occur at all. The Baseline's ``A``
     (``rectifier='none'``) is only checked for that: without rectification its topics' weights are known to be
     poor (the paper's point), and it is fitted to be compared.
     """
@@ -178,10 +179,11 @@ def weightless_topics_message(legality: float, A: np.ndarray, anchors: np.ndarra
     if weightless.size == 0:
         return None
     named = ", ".join(repr(words[anchors[t]]) for t in weightless[:3]) + (", ..." if weightless.size > 3 else "")
+    cycles = f"more cycles (iterations={iterations} now) or " if rectifier in ("ap", "enn") else ""
     return (f"{weightless.size} of {k} topics have almost no weight in A (under {WEIGHTLESS_SHARE:.0%} of an even "
             f"share; anchors {named}): their anchors seldom co-occur with the others, so the spectral model gives "
-            f"them almost no documents; refine repairs this (it weighs each topic by the words it explains), or "
-            f"raise min_anchor_df ({min_anchor_df} now) for the spectral model itself")
+            f"them almost no documents; refine repairs this (it weighs each topic by the words it explains); for "
+            f"the spectral model itself try {cycles}a higher min_anchor_df ({min_anchor_df} now)")
 
 
 def model_attrs(name, params: RectifyParams, solver, min_anchor_df, path, warm_start, path_reason, n_iter,

@@ -503,15 +503,15 @@ def test_weightless_topics_message_by_hand():
 
     words = ["a", "b", "c", "d"]
     healthy = np.diag([0.4, 0.3, 0.2, 0.1])
-    assert weightless_topics_message(1.0, healthy, np.arange(4), words, 10, "ap") is None
+    assert weightless_topics_message(1.0, healthy, np.arange(4), words, 10, "ap", 150) is None
     # topic 2's share 0.0124 is just under 0.05 / 4 = 0.0125; topic 3's 0.0126 just over
     edge = np.diag([0.5, 0.475, 0.0124, 0.0126])
     assert WEIGHTLESS_SHARE / 4 == 0.0125
-    message = weightless_topics_message(1.0, edge, np.array([3, 2, 1, 0]), words, 10, "ap")
+    message = weightless_topics_message(1.0, edge, np.array([3, 2, 1, 0]), words, 10, "ap", 150)
     assert message.startswith("1 of 4 topics have almost no weight in A") and "anchors 'b')" in message
-    assert "min_anchor_df (10 now)" in message
-    assert "never co-occur" in weightless_topics_message(0.0, np.zeros((4, 4)), np.arange(4), words, 0, "none")
-    assert weightless_topics_message(1.0, edge, np.arange(4), words, 10, "none") is None  # the Baseline: compared
+    assert "try more cycles (iterations=150 now) or a higher min_anchor_df (10 now)" in message
+    assert "never co-occur" in weightless_topics_message(0.0, np.zeros((4, 4)), np.arange(4), words, 0, "none", 1)
+    assert weightless_topics_message(1.0, edge, np.arange(4), words, 10, "none", 1) is None  # the Baseline: compared
 
 
 @pytest.fixture(scope="module")
