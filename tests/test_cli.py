@@ -53,6 +53,8 @@ def test_fit_errors_exit_1_and_write_nothing(tmp_path, capsys):
     assert "co-occurrence store does not exist" in capsys.readouterr().err
 
 
+# ten cycles without an anchor floor leave two rare anchors' rows of A almost empty: fit says so
+@pytest.mark.filterwarnings("ignore:2 of 3 topics have almost no weight in A:UserWarning")
 def test_evaluate_report_infer_compare_commands(tmp_path, capsys):
     import json
 
