@@ -316,8 +316,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.components_ = self.spectral_components_ = B
         self.topic_topic_ = self.topic_topic_least_squares_ = np.ones((1, 1))
         self.anchors_, self.eigenvalues_ = np.array([int(np.argmax(total))]), np.zeros(0)
-        self.__dict__.update(unrefined(), rectification_history_={}, doc_topic_prior_=np.ones(1), topic_word_prior_=None,
-                             n_iter_=1, vocabulary_=words)
+        self.__dict__.update(unrefined(), rectification_history_={}, doc_topic_prior_=np.ones(1),
+                             topic_word_prior_=None, n_iter_=1, vocabulary_=words)
 
     def fit_cooccurrence(self, C: np.ndarray, doc_freq: np.ndarray | None = None) -> RectifiedAnchorWords:
         """Fit the spectral model of a co-occurrence matrix held in memory (no documents: no refinement).

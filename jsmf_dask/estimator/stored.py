@@ -37,9 +37,11 @@ def fitted_state(root: str, spectral: str, refined: str | None = None) -> dict[s
     state = {
         "components_": B, "spectral_components_": B, "topic_topic_": source.arrays["A"],
         "topic_topic_least_squares_": source.arrays.get("A_least_squares", np.full((k, k), np.nan)),
-        "anchors_": source.arrays.get("anchors", np.zeros(0, np.int64)), "eigenvalues_": source.arrays.get("eigenvalues", np.zeros(0)),
+        "anchors_": source.arrays.get("anchors", np.zeros(0, np.int64)),
+        "eigenvalues_": source.arrays.get("eigenvalues", np.zeros(0)),
         "rectification_history_": dict(source.trace), **unrefined(), "doc_topic_prior_": source.arrays.get("alpha"),
-        "topic_word_prior_": source.attrs.get("eta"), "n_iter_": int(source.attrs.get("n_iter", 0)), "vocabulary_": words,
+        "topic_word_prior_": source.attrs.get("eta"), "n_iter_": int(source.attrs.get("n_iter", 0)),
+        "vocabulary_": words,
         "n_features_in_": len(words),
         "provenance_": {"root": root, "model": refined or spectral, "spectral_model": spectral,
                         "reading": reading_settings(root)},

@@ -26,7 +26,8 @@ from jsmf_dask.kernels.lowrank import LowRankCooccurrence
 from jsmf_dask.stages.rectify import RectifyParams
 
 __all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "word_separator", "default_name",
-           "convergence_issues", "weightless_topics_message", "WEIGHTLESS_SHARE", "model_attrs", "low_rank_arrays", "low_rank_attrs", "write_topics", "topics_json"]
+           "convergence_issues", "weightless_topics_message", "WEIGHTLESS_SHARE", "model_attrs", "low_rank_arrays",
+           "low_rank_attrs", "write_topics", "topics_json"]
 
 
 def default_name(n_topics: int, rectifier: str) -> str:

@@ -399,9 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in args.corpora.split(","):
         if Path(name).is_file():  # a corpus of one's own: named after its file
-            FILES[Path(name).name.split(".")[0]] = str(Path(name).resolve())
-            name = Path(name).name.split(".")[0]
-        if name not in {**SYNTHETIC, **BASKETS, **CHUNKS, **MACHINE_CORPORA} and _ingest_kwargs(name, Path(args.data)) is None:
+            path, name = str(Path(name).resolve()), Path(name).name.split(".")[0]
+            FILES[name] = path
+        known = {**SYNTHETIC, **BASKETS, **CHUNKS, **MACHINE_CORPORA}
+        if name not in known and _ingest_kwargs(name, Path(args.data)) is None:
             print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
             continue
         topics = [SYNTHETIC[name][2]] if name in SYNTHETIC else [BASKETS[name][2]] if name in BASKETS else \
