@@ -180,11 +180,11 @@ def weightless_topics_message(legality: float, A: np.ndarray, anchors: np.ndarra
     if weightless.size == 0:
         return None
     named = ", ".join(repr(words[anchors[t]]) for t in weightless[:3]) + (", ..." if weightless.size > 3 else "")
-    cycles = f"more cycles (iterations={iterations} now) or " if rectifier in ("ap", "enn") else ""
+    cycles = f"more cycles (now iterations={iterations}) or " if rectifier in ("ap", "enn") else ""
     return (f"{weightless.size} of {k} topics have almost no weight in A (under {WEIGHTLESS_SHARE:.0%} of an even "
             f"share; anchors {named}): their anchors seldom co-occur with the others, so the spectral model gives "
             f"them almost no documents; refine repairs this (it weighs each topic by the words it explains); for "
-            f"the spectral model itself try {cycles}a higher min_anchor_df ({min_anchor_df} now)")
+            f"the spectral model itself try {cycles}a higher anchor floor (now min_anchor_df={min_anchor_df})")
 
 
 def model_attrs(name, params: RectifyParams, solver, min_anchor_df, path, warm_start, path_reason, n_iter,

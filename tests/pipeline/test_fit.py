@@ -509,7 +509,10 @@ def test_weightless_topics_message_by_hand():
     assert WEIGHTLESS_SHARE / 4 == 0.0125
     message = weightless_topics_message(1.0, edge, np.array([3, 2, 1, 0]), words, 10, "ap", 150)
     assert message.startswith("1 of 4 topics have almost no weight in A") and "anchors 'b')" in message
-    assert "try more cycles (iterations=150 now) or a higher min_anchor_df (10 now)" in message
+    assert "try more cycles (now iterations=150) or a higher anchor floor (now min_anchor_df=10)" in message
+    from jsmf_dask.cli_words import cli_words
+
+    assert "(now --iterations 150) or a higher anchor floor (now --min-anchor-df 10)" in cli_words(message)
     assert "never co-occur" in weightless_topics_message(0.0, np.zeros((4, 4)), np.arange(4), words, 0, "none", 1)
     assert weightless_topics_message(1.0, edge, np.arange(4), words, 10, "none", 1) is None  # the Baseline: compared
 
