@@ -1,7 +1,7 @@
 """Real text corpora from the machine itself, unseen by every choice the project made: its man pages and the
 docstrings of its Python packages, as JSONL (``id``, ``text``) that ``jsmf ingest`` reads.
 
-* ``man-pages``: every page of ``/usr/share/man/man1`` … ``man8`` (a link or ``.so`` include counted once), roff
+* ``manpages``: every page of ``/usr/share/man/man1`` … ``man8`` (a link or ``.so`` include counted once), roff
   requests dropped but the text of the few that carry it (``.SH``, ``.B``, ``.I``, ``.TP`` …), escapes
   removed; pages of fewer than 20 words left out. On the machine of session 39: 20,268 pages, 82% of them one
   command line tool's reference pages (a heavily templated corpus).
@@ -11,8 +11,8 @@ docstrings of its Python packages, as JSONL (``id``, ``text``) that ``jsmf inges
 
 Usage::
 
-    python -m pipelines.benchmarks.machine_corpora man-pages out/man-pages.jsonl
-    python -m pipelines.benchmarks.quality --corpora man-pages,docstrings --topics 20,50 --runs 1 --peers gibbs
+    python -m pipelines.benchmarks.machine_corpora manpages out/manpages.jsonl
+    python -m pipelines.benchmarks.quality --corpora manpages,docstrings --topics 20,50 --runs 1 --peers gibbs
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def write_docstrings(path: Path, roots: list[Path] | None = None) -> int:
 
 
 #: name → the function that writes it.
-CORPORA = {"man-pages": write_man_pages, "docstrings": write_docstrings}
+CORPORA = {"manpages": write_man_pages, "docstrings": write_docstrings}
 
 
 def main(argv: list[str] | None = None) -> int:

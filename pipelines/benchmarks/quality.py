@@ -46,7 +46,7 @@ corpus between the shipped ones' sizes and 10,000 documents; ``nips-chunks-300``
 every word; ``nips-chunks-100-3k``, ``-8k``, ``-15k``, ``-25k``, ``nips-chunks-300-3k``, ``-12k``: a sample
 (seed 0) of that many documents of a cut, for where ``method='sampled'`` starts to pay. A path to a file
 (text, JSONL, a UCI docword, ratings… as ``jsmf ingest`` reads it, ``--vocab-size 5000``) is a corpus of one's
-own, named after the file; ``man-pages`` and ``docstrings`` are this machine's own text
+own, named after the file; ``manpages`` and ``docstrings`` are this machine's own text
 (:mod:`pipelines.benchmarks.machine_corpora`).
 Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
 corpus (held-out perplexity against seconds) into ``--out``.
@@ -163,11 +163,11 @@ def ingest_corpus(name: str, root: str, out: Path, data: Path):
         m, n, k, length = SYNTHETIC[name]
         synth(root, n_docs=m, n_words=n, n_topics=k, doc_length=length, seed=1, topics_from="dirichlet", overwrite=True)
         return read_truth(root)["B"]
-    if name in MACHINE_CORPORA:  # this machine's own text (machine_corpora.py), written once
-        path = out / f"{name}.jsonl"
+    if name in MACHINE_CORPORA:  # this machine's own text (machine_corpora.py), written once, read as a file
+        path = out / f"{name}.jsonl"  # of one's own is (documents named <file>:<line>, which the split hashes)
         if not path.exists():
             MACHINE_CORPORA[name](path)
-        ingest(root, [str(path)], format="text", id_column="id", vocab_size=5000, overwrite=True)
+        ingest(root, [str(path)], vocab_size=5000, overwrite=True)
         return None
     if name in CHUNKS:
         path = out / f"{name}.jsonl"
