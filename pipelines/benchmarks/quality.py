@@ -163,12 +163,6 @@ def ingest_corpus(name: str, root: str, out: Path, data: Path):
         m, n, k, length = SYNTHETIC[name]
         synth(root, n_docs=m, n_words=n, n_topics=k, doc_length=length, seed=1, topics_from="dirichlet", overwrite=True)
         return read_truth(root)["B"]
-    if name in MACHINE_CORPORA:  # this machine's own text (machine_corpora.py), written once, read as a file
-        path = out / f"{name}.jsonl"  # of one's own is (documents named <file>:<line>, which the split hashes)
-        if not path.exists():
-            MACHINE_CORPORA[name](path)
-        ingest(root, [str(path)], vocab_size=5000, overwrite=True)
-        return None
     if name in CHUNKS:
         path = out / f"{name}.jsonl"
         _write_chunks(path, *CHUNKS[name])
@@ -401,7 +395,12 @@ def main(argv: list[str] | None = None) -> int:
         if Path(name).is_file():  # a corpus of one's own: named after its file
             path, name = str(Path(name).resolve()), Path(name).name.split(".")[0]
             FILES[name] = path
-        known = {**SYNTHETIC, **BASKETS, **CHUNKS, **MACHINE_CORPORA}
+        elif name in MACHINE_CORPORA:  # this machine's own text, written once, then read as a file of one's own
+            path = Path(args.out) / f"{name}.jsonl"  # (documents named <file>:<line>, which the split hashes)
+            if not path.exists():
+                MACHINE_CORPORA[name](path)
+            FILES[name] = str(path.resolve())
+        known = {**SYNTHETIC, **BASKETS, **CHUNKS}
         if name not in known and _ingest_kwargs(name, Path(args.data)) is None:
             print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
             continue
