@@ -76,6 +76,7 @@ def _stage_kwargs(args: argparse.Namespace, stage: str) -> dict:
 
 def _run_fit(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
+    from jsmf_dask.pipeline.anchor_floor import floor_line
     from jsmf_dask.pipeline.fit import fit
 
     with stage_progress(args.quiet) as progress:
@@ -85,6 +86,8 @@ def _run_fit(args: argparse.Namespace) -> list[str]:
             f"{result.n_iter} iterations, "
             f"{result.attrs['path']['chosen']} path ({result.attrs['path']['reason']}); "
             f"written to {result.url} and {topics_path(args.root, result.name)}"]
+    if "anchor_floor" in result.attrs:
+        head.append(floor_line(result.attrs["anchor_floor"], args.n_topics))
     return head + result.lines()
 
 

@@ -290,9 +290,11 @@ PARAMETERS: tuple[Parameter, ...] = (
               estimator="end_with"),
     Parameter("fit", "solver", "choice", "exact", "simplex least-squares solver of B", choices=("exact", "eg"),
               estimator="solver"),
-    Parameter("fit", "min_anchor_df", "int", 10,
-              "document-frequency floor of anchor words (chosen by measurement: see the README)", low=0,
-              metavar="D", estimator="min_anchor_df"),
+    Parameter("fit", "min_anchor_df", "count", "auto",
+              "document-frequency floor of anchor words; auto: 10 (chosen by measurement: see the README), and "
+              "where more than a tenth of the topics then have almost no weight in A, the anchors picked again "
+              "among the words in at least 0.5%% of C's documents, kept if fewer topics are left so", low=0,
+              metavar="auto|D", estimator="min_anchor_df"),
     Parameter("fit", "seed", "int", 0, "seed of the eigensolver's random start and DC's permutations", low=0,
               estimator="random_state"),
     Parameter("fit", "path", "choice", "auto",

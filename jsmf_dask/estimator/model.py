@@ -23,6 +23,7 @@ from jsmf_dask.kernels.infer import document_topics, model_prior
 from jsmf_dask.kernels.law import law_anchors, law_coordinates
 from jsmf_dask.kernels.variational import document_bound, e_step
 from jsmf_dask.parameters import PARAMETERS, parameter, refined_fit_iterations
+from jsmf_dask.pipeline.anchor_floor import first_floor
 from jsmf_dask.pipeline.matrix import is_dask_array
 from jsmf_dask.stages.rectify import in_task_blas_threads
 
@@ -71,8 +72,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         AP's last projection.
     solver : {'exact', 'eg'}, default='exact'
         Simplex least-squares solver of ``B``.
-    min_anchor_df : int, default=10
-        Anchor words must occur in at least this many documents.
+    min_anchor_df : int or 'auto', default='auto'
+        Anchor words occur in at least this many documents; 'auto': :func:`jsmf_dask.fit`'s (10 in fit_cooccurrence).
     refine : {'auto', 'cvb0', 'sampled', 'vb'} or None, default='auto'
         Refinement of the spectral topics over the documents: zero-order collapsed variational Bayes, sampled
         passes or variational Bayes (:func:`jsmf_dask.refine`); ``'auto'``: CVB0, and on a million training tokens
@@ -161,7 +162,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def __init__(self, n_components: int = 10, *, rectifier: str | None = None, max_iter: int | None = None,
                  tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
-                 min_anchor_df: int = 10, refine: str | None = "auto", refine_sweeps: int = 50,
+                 min_anchor_df: int | str = "auto", refine: str | None = "auto", refine_sweeps: int = 50,
                  doc_topic_prior: float | str = "auto", topic_word_prior: float | str | list[float] = 0.05,
                  refine_drawn_sweeps: int | str = "auto", refine_start: str = "auto",
                  validation_fraction: float = 0.05, random_state: int | None = 0, work_dir: str | None = None,
@@ -342,7 +343,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         if not np.isfinite(C).all() or C.min() < 0:
             raise InvalidParameterError("C must be finite and non-negative")
         self._validate_params(C.shape[0])
-        candidates = None if doc_freq is None else np.asarray(doc_freq) >= self.min_anchor_df
+        candidates = None if doc_freq is None else np.asarray(doc_freq) >= first_floor(self.min_anchor_df)
         # BLAS threads by the in-task path's rule: at small N one thread is several times faster
         with threadpool_limits(limits=in_task_blas_threads(C.shape[0]), user_api="blas"):
             self._fit_in_memory(C, candidates, np.random.default_rng(self.random_state or 0))

@@ -41,6 +41,7 @@ from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.kernels.anchor_words import unrestricted_weights
 from jsmf_dask.kernels.enn import checked_rows, enn_memory, enn_min_memory
 from jsmf_dask.kernels.recover import Recovered, recovered_topics
+from jsmf_dask.pipeline.anchor_floor import first_floor, raise_floor
 from jsmf_dask.pipeline.fit_model import (
     CycleRecord,
     FitResult,
@@ -86,10 +87,11 @@ class _Plan:
     path: str  # 'in-task', 'tiled' or 'low-rank'
     path_reason: str
     candidates: np.ndarray
-    min_anchor_df: int
+    min_anchor_df: int  # the floor of the anchors' pick (anchor_floor.first_floor of the one asked, or raised)
     solver: str
     warm_start: str | None  # as recorded in the model (an array given is recorded as "vectors")
     overwrite: bool
+    anchor_floor: dict | None = None  # a second pick's record (anchor_floor.raise_floor)
 
 
 def fit(
@@ -101,7 +103,7 @@ def fit(
     tol: float | None = None,
     end_with: str = "nonnegative",
     solver: str = "exact",
-    min_anchor_df: int = 10,
+    min_anchor_df: int | str = "auto",
     seed: int = 0,
     name: str | None = None,
     path: str = "auto",
@@ -143,9 +145,13 @@ def fit(
         AP's last projection.
     solver : {'exact', 'eg'}, default='exact'
         Simplex least-squares solver for B.
-    min_anchor_df : int, default=10
-        Only words in at least this many documents may be anchors (the
-        default chosen by measurement: see the README).
+    min_anchor_df : int or 'auto', default='auto'
+        Only words in at least this many documents may be anchors. ``'auto'``:
+        10 (chosen by measurement: see the README); where more than a tenth of
+        the topics then have almost no weight in A, the anchors are picked
+        again on the same rectified C among the words in at least 0.5% of its
+        documents, and that pick is kept if it leaves fewer such topics
+        (:mod:`jsmf_dask.pipeline.anchor_floor`; ``attrs['anchor_floor']``).
     seed : int, default=0
         Seeds the eigensolver's start block and DC's permutations.
     name : str, optional
@@ -197,14 +203,21 @@ def fit(
     store = open_cooccurrence(cooc_path(root))
     words = _checked_vocabulary(root, store, n_topics, rectifier)
     choose_engine(Work(tokens=corpus_tokens(corpus_dir(root))))
-    plan = _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver, min_anchor_df, seed,
-                 name, path, eig_tol, warm_start, overwrite, anchor_words)
+    plan = _plan(root, store, words, n_topics, rectifier, iterations, tol, end_with, solver,
+                 first_floor(min_anchor_df), seed, name, path, eig_tol, warm_start, overwrite, anchor_words)
     client = _progress.active_client()
     if plan.path == "low-rank":
         plan, anchored = _rectify_low_rank(plan, client, on_cycle)
     else:
         anchored = _rectify(plan, client, on_cycle)
     recovered, unconverged = _recover(plan, anchored, client)
+    raised = raise_floor(min_anchor_df, int(store.attrs["n_docs"]), store.D1[:], plan.params, anchored,
+                         recovered.A, lambda again: _recover(plan, again, client))
+    if raised is not None:
+        plan = dataclasses.replace(plan, candidates=raised.candidates, min_anchor_df=raised.floor,
+                                   anchor_floor=raised.record)
+        if raised.recovered is not None:
+            anchored, (recovered, unconverged) = raised.anchored, raised.recovered
     convergence = convergence_issues(anchored.trace, anchored.eig, n_topics, eig_tol, solver, unconverged,
                                      store.n_words)
     weightless = weightless_topics_message(recovered.legality, recovered.A, anchored.anchors, plan.words,
@@ -451,6 +464,8 @@ def _commit(plan: _Plan, anchored: RectifiedAnchors, recovered: Recovered, conve
               "objective": recovered.objective, "p_word": anchored.p_word}
     attrs = model_attrs(name, params, plan.solver, plan.min_anchor_df, plan.path, plan.warm_start, plan.path_reason,
                         anchored.n_iter, convergence, recovered.legality, anchored.eig.residual, plan.store)
+    if plan.anchor_floor is not None:
+        attrs["anchor_floor"] = plan.anchor_floor
     if isinstance(rect, StoredRows):
         arrays |= {"Y": anchored.eig.vectors, "eigenvalues": anchored.eig.values}
         if rect.diagonal is not None:

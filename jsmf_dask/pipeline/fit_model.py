@@ -26,7 +26,7 @@ from jsmf_dask.kernels.lowrank import LowRankCooccurrence
 from jsmf_dask.stages.rectify import RectifyParams
 
 __all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "word_separator", "default_name",
-           "convergence_issues", "weightless_topics_message", "WEIGHTLESS_SHARE", "model_attrs", "low_rank_arrays",
+           "convergence_issues", "weightless_topics", "weightless_topics_message", "WEIGHTLESS_SHARE", "model_attrs", "low_rank_arrays",
            "low_rank_attrs", "write_topics", "topics_json"]
 
 
@@ -159,6 +159,11 @@ def convergence_issues(trace: dict, eig, n_topics: int, eig_tol: float, solver: 
 WEIGHTLESS_SHARE = 0.05
 
 
+def weightless_topics(A: np.ndarray) -> np.ndarray:
+    """The topics (indices) whose row of ``A`` sums to less than :data:`WEIGHTLESS_SHARE` of an even share."""
+    return np.flatnonzero(A.sum(axis=1) < WEIGHTLESS_SHARE / A.shape[0])
+
+
 def weightless_topics_message(legality: float, A: np.ndarray, anchors: np.ndarray, words: list[str],
                               min_anchor_df: int, rectifier: str, iterations: int) -> str | None:
     """What to say when some spectral topics have almost no weight in ``A`` (:data:`WEIGHTLESS_SHARE`), else None.
@@ -176,7 +181,7 @@ def weightless_topics_message(legality: float, A: np.ndarray, anchors: np.ndarra
                 "rectification when rare words are anchors: raise min_anchor_df or use rectifier='ap'")
     if rectifier == "none":
         return None
-    weightless = np.flatnonzero(A.sum(axis=1) < WEIGHTLESS_SHARE / k)
+    weightless = weightless_topics(A)
     if weightless.size == 0:
         return None
     named = ", ".join(repr(words[anchors[t]]) for t in weightless[:3]) + (", ..." if weightless.size > 3 else "")

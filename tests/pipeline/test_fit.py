@@ -573,3 +573,48 @@ def test_fit_warns_when_rare_anchors_leave_topics_without_weight(rare_anchor_roo
             warnings.simplefilter("error", UserWarning)
             fit(rare_anchor_root, n_topics=5, rectifier="ap", min_anchor_df=13, name="floored")
         assert (open_model(str(rare_anchor_root), "floored").arrays["A"].sum(axis=1) >= WEIGHTLESS_SHARE / 5).all()
+
+
+def test_auto_floor_picks_the_anchors_again_when_rare_ones_leave_topics_weightless(rare_anchor_root, monkeypatch):
+    """``min_anchor_df='auto'`` with its first floor at 0 (patched; 10 admits the rare words' 12 documents too, and
+    its second floor, 0.5% of these 1,572 documents, is 10 again: patched to 1%, 16): the first pick leaves 2 of 5
+    topics weightless (as in the test above), so the anchors are picked again among the words in 16 documents or
+    more, and the model is the one a floor of 16 fits (the same rectified C: the same anchors, B and A), with the
+    record of both picks and no warning."""
+    import warnings
+
+    import dask
+
+    from jsmf_dask.pipeline import anchor_floor
+
+    monkeypatch.setattr(anchor_floor, "ANCHOR_DF", 0)
+    monkeypatch.setattr(anchor_floor, "RAISED_DF_SHARE", 0.01)
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}), warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        auto = fit(rare_anchor_root, n_topics=5, rectifier="ap", name="auto-floor")
+        direct = fit(rare_anchor_root, n_topics=5, rectifier="ap", min_anchor_df=16, name="direct-16")
+    assert auto.attrs["anchor_floor"] == {"rule": "auto", "kept": 16,
+                                          "tried": [{"min_anchor_df": 0, "weightless": 2},
+                                                    {"min_anchor_df": 16, "weightless": 0}]}
+    assert auto.attrs["params"]["min_anchor_df"] == 16 and "anchor_floor" not in direct.attrs
+    np.testing.assert_array_equal(auto.anchors, direct.anchors)
+    np.testing.assert_allclose(auto.B, direct.B, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(auto.A, direct.A, rtol=0, atol=1e-12)
+    stored = open_model(str(rare_anchor_root), "auto-floor")
+    np.testing.assert_array_equal(stored.arrays["anchors"], direct.anchors)
+    assert stored.attrs["anchor_floor"]["kept"] == 16
+
+
+def test_jsmf_fit_says_when_it_picked_the_anchors_again(rare_anchor_root, monkeypatch, capsys):
+    """The CLI prints the second pick's line (patched floors as above), and `--min-anchor-df auto` is the default
+    spelled out."""
+    from jsmf_dask.cli import main
+    from jsmf_dask.pipeline import anchor_floor
+
+    monkeypatch.setattr(anchor_floor, "ANCHOR_DF", 0)
+    monkeypatch.setattr(anchor_floor, "RAISED_DF_SHARE", 0.01)
+    assert main(["fit", str(rare_anchor_root), "--topics", "5", "--rectifier", "ap", "--min-anchor-df", "auto",
+                 "--name", "cli-auto", "--scheduler", "synchronous", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert ("anchors picked again among the words in at least 16 documents (1.0% of C's), kept: 2 of 5 topics had "
+            "almost no weight in A with the floor of 0, 0 with it") in out
