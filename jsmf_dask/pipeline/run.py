@@ -26,6 +26,7 @@ from jsmf_dask.io.markers import fingerprint, input_digest, read_marker, write_m
 from jsmf_dask.io.model_store import chosen_model, model_path
 from jsmf_dask.io.parquet import corpus_dir, read_vocabulary
 from jsmf_dask.parameters import parameter, refined_fit_iterations
+from jsmf_dask.pipeline.anchor_floor import floor_line
 from jsmf_dask.pipeline.cooccur import cooccur
 from jsmf_dask.pipeline.fit import fit
 from jsmf_dask.pipeline.fit_model import default_name
@@ -154,7 +155,9 @@ def run(config: RunConfig | str, *, force: bool = False, log: Callable[[str], No
 
         def fit_action(kwargs=kwargs) -> list[str]:
             result = fit(root, overwrite=True, on_cycle=on_cycle, **kwargs)
-            return [f"model {result.name}: {result.n_iter} iterations", *result.lines()]
+            floor = result.attrs.get("anchor_floor")
+            return [f"model {result.name}: {result.n_iter} iterations",
+                    *([floor_line(floor, kwargs["n_topics"])] if floor else []), *result.lines()]
 
         fit_fps[name] = stage(f"fit-{name}", fingerprint("fit", kwargs, cooc_fp), model_path(root, name), kwargs,
                               fit_action)

@@ -618,3 +618,22 @@ def test_jsmf_fit_says_when_it_picked_the_anchors_again(rare_anchor_root, monkey
     out = capsys.readouterr().out
     assert ("anchors picked again among the words in at least 16 documents (1.0% of C's), kept: 2 of 5 topics had "
             "almost no weight in A with the floor of 0, 0 with it") in out
+
+
+
+def test_jsmf_run_says_when_its_fit_picked_the_anchors_again(rare_anchor_root, monkeypatch, capsys):
+    """`jsmf run` prints each stage's lines: its fit's include the second pick's (`jsmf topics` prints the refined
+    topics only; the pick is in the spectral model's attrs)."""
+    from jsmf_dask.cli import main
+    from jsmf_dask.pipeline import anchor_floor
+
+    monkeypatch.setattr(anchor_floor, "ANCHOR_DF", 0)
+    monkeypatch.setattr(anchor_floor, "RAISED_DF_SHARE", 0.01)
+    base = rare_anchor_root.parent
+    config = base / "run.toml"
+    config.write_text(f'root = "{base / "run-config"}"\n[ingest]\ninputs = ["{base / "docs.jsonl"}"]\n'
+                      'min_doc_tokens = 1\n[cooccur]\n[[fit]]\ntopics = 5\nrectifier = "ap"\n', encoding="utf-8")
+    assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert ("anchors picked again among the words in at least 16 documents (1.0% of C's), kept: 2 of 5 topics had "
+            "almost no weight in A with the floor of 0, 0 with it") in out
