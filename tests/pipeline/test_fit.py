@@ -575,12 +575,15 @@ def test_fit_warns_when_rare_anchors_leave_topics_without_weight(rare_anchor_roo
         assert (open_model(str(rare_anchor_root), "floored").arrays["A"].sum(axis=1) >= WEIGHTLESS_SHARE / 5).all()
 
 
-def test_auto_floor_picks_the_anchors_again_when_rare_ones_leave_topics_weightless(rare_anchor_root, monkeypatch):
+@pytest.mark.parametrize(("rectifier", "path"), [("ap", "in-task"), ("ap", "tiled"), ("enn", "auto")])
+def test_auto_floor_picks_the_anchors_again_when_rare_ones_leave_topics_weightless(rare_anchor_root, monkeypatch,
+                                                                                    rectifier, path):
     """``min_anchor_df='auto'`` with its first floor at 0 (patched; 10 admits the rare words' 12 documents too, and
     its second floor, 0.5% of these 1,572 documents, is 10 again: patched to 1%, 16): the first pick leaves 2 of 5
     topics weightless (as in the test above), so the anchors are picked again among the words in 16 documents or
     more, and the model is the one a floor of 16 fits (the same rectified C: the same anchors, B and A), with the
-    record of both picks and no warning."""
+    record of both picks and no warning. On each path that keeps the rectified C at hand: AP in one task or
+    tiled, ENN's LAW form."""
     import warnings
 
     import dask
@@ -591,8 +594,9 @@ def test_auto_floor_picks_the_anchors_again_when_rare_ones_leave_topics_weightle
     monkeypatch.setattr(anchor_floor, "RAISED_DF_SHARE", 0.01)
     with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}), warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        auto = fit(rare_anchor_root, n_topics=5, rectifier="ap", name="auto-floor")
-        direct = fit(rare_anchor_root, n_topics=5, rectifier="ap", min_anchor_df=16, name="direct-16")
+        auto = fit(rare_anchor_root, n_topics=5, rectifier=rectifier, path=path, name=f"auto-{rectifier}-{path}")
+        direct = fit(rare_anchor_root, n_topics=5, rectifier=rectifier, path=path, min_anchor_df=16,
+                     name=f"direct-{rectifier}-{path}")
     assert auto.attrs["anchor_floor"] == {"rule": "auto", "kept": 16,
                                           "tried": [{"min_anchor_df": 0, "weightless": 2},
                                                     {"min_anchor_df": 16, "weightless": 0}]}
@@ -600,7 +604,7 @@ def test_auto_floor_picks_the_anchors_again_when_rare_ones_leave_topics_weightle
     np.testing.assert_array_equal(auto.anchors, direct.anchors)
     np.testing.assert_allclose(auto.B, direct.B, rtol=0, atol=1e-12)
     np.testing.assert_allclose(auto.A, direct.A, rtol=0, atol=1e-12)
-    stored = open_model(str(rare_anchor_root), "auto-floor")
+    stored = open_model(str(rare_anchor_root), f"auto-{rectifier}-{path}")
     np.testing.assert_array_equal(stored.arrays["anchors"], direct.anchors)
     assert stored.attrs["anchor_floor"]["kept"] == 16
 
