@@ -92,8 +92,8 @@ def floor_line(record: dict, n_topics: int) -> str:
     first, second = record["tried"]
     kept = "kept" if record["kept"] == second["min_anchor_df"] else "not kept (no fewer)"
     return (f"anchors picked again among the words in at least {second['min_anchor_df']} documents "
-            f"({RAISED_DF_SHARE:.1%} of C's), {kept}: {first['weightless']} of {n_topics} topics had almost no "
-            f"weight in A with the floor of {first['min_anchor_df']}, {second['weightless']} with it")
+            f"({RAISED_DF_SHARE:.1%} of C's documents), {kept}: {first['weightless']} of {n_topics} topics had "
+            f"almost no weight in A with the floor of {first['min_anchor_df']}, {second['weightless']} with it")
 
 
 def raise_floor(min_anchor_df: int | str, n_docs: int, doc_freq: np.ndarray, params: RectifyParams,

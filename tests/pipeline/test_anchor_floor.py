@@ -108,8 +108,8 @@ def test_a_second_pick_is_tried_only_beyond_a_tenth_of_the_topics_weightless(mon
     assert raised.record == {"rule": "auto", "kept": 100, "tried": [{"min_anchor_df": 10, "weightless": 1},
                                                                     {"min_anchor_df": 100, "weightless": 0}]}
     assert floor_line(raised.record, 5) == ("anchors picked again among the words in at least 100 documents (1.0% "
-                                            "of C's), kept: 1 of 5 topics had almost no weight in A with the floor "
-                                            "of 10, 0 with it")
+                                            "of C's documents), kept: 1 of 5 topics had almost no weight in A with "
+                                            "the floor of 10, 0 with it")
     monkeypatch.setattr(anchor_floor, "REPICK_WEIGHTLESS_SHARE", 0.2)  # one of 5 is not more than a fifth
     assert raise_floor("auto", 10_000, doc_freq, PARAMS, anchored, _A(1), recover) is None
     assert raise_floor("auto", 10_000, doc_freq, PARAMS, anchored, _A(0), recover) is None

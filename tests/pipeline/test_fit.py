@@ -620,8 +620,8 @@ def test_jsmf_fit_says_when_it_picked_the_anchors_again(rare_anchor_root, monkey
     assert main(["fit", str(rare_anchor_root), "--topics", "5", "--rectifier", "ap", "--min-anchor-df", "auto",
                  "--name", "cli-auto", "--scheduler", "synchronous", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert ("anchors picked again among the words in at least 16 documents (1.0% of C's), kept: 2 of 5 topics had "
-            "almost no weight in A with the floor of 0, 0 with it") in out
+    assert ("anchors picked again among the words in at least 16 documents (1.0% of C's documents), kept: 2 of 5 "
+            "topics had almost no weight in A with the floor of 0, 0 with it") in out
 
 
 
@@ -639,5 +639,5 @@ def test_jsmf_run_says_when_its_fit_picked_the_anchors_again(rare_anchor_root, m
                       'min_doc_tokens = 1\n[cooccur]\n[[fit]]\ntopics = 5\nrectifier = "ap"\n', encoding="utf-8")
     assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert ("anchors picked again among the words in at least 16 documents (1.0% of C's), kept: 2 of 5 topics had "
-            "almost no weight in A with the floor of 0, 0 with it") in out
+    assert ("anchors picked again among the words in at least 16 documents (1.0% of C's documents), kept: 2 of 5 "
+            "topics had almost no weight in A with the floor of 0, 0 with it") in out
