@@ -1,14 +1,14 @@
 """The compiled per-document loop of a sampled pass (numba; no dask, no I/O).
 
 See :func:`jsmf_dask.kernels.collapsed.sampled_step` for the update and the
-notation. Each document reseeds numba's generator (the Mersenne Twister of
-NumPy's legacy ``np.random.seed``/``np.random.random``, one stream per thread)
-with its own seed and takes exactly one uniform per token and pass, so its
-draws depend on nothing but its seed and the incoming state: not on its block,
-the thread or the other documents. A token's topic is the first whose
-cumulative weight exceeds its uniform, so a rounding-level difference in the
-incoming state (another summation order of ``W`` on another cluster) moves a
-draw only where the uniform falls within that rounding of a boundary.
+notation. Each document draws from its own stream of uniforms started at its
+seed (:mod:`jsmf_dask.kernels._stream`) and takes exactly one uniform per
+token and pass, so its draws depend on nothing but its seed and the incoming
+state: not on its block, the thread or the other documents. A token's topic is
+the first whose cumulative weight exceeds its uniform, so a rounding-level
+difference in the incoming state (another summation order of ``W`` on another
+cluster) moves a draw only where the uniform falls within that rounding of a
+boundary.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import math
 import numpy as np
 from numba import njit
 
+from jsmf_dask.kernels._stream import start_stream, uniform
 from jsmf_dask.kernels._vb_loop import digamma
 
 _FASTMATH = {"reassoc", "contract"}
@@ -77,6 +78,7 @@ def sampled_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc
     topic = np.empty(longest_tokens, np.int64)
     nd = np.empty(k)  # the document's current topic counts (whole numbers, exact in float64)
     mean = np.empty(k)  # the draws' average topic counts
+    stream = np.zeros(1, np.uint64)
     denom = np.empty(k)
     psi_alpha = np.empty(k)
     alpha_sum = 0.0
@@ -98,7 +100,7 @@ def sampled_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc
             for _ in range(int(data[start + j])):
                 token_row[n_d] = j
                 n_d += 1
-        np.random.seed(seeds[d])
+        start_stream(stream, seeds[d])
         # the first draw of every token from the incoming counts, nothing removed (the old draws are gone)
         incoming = doc_topic[d]
         for j in range(length):
@@ -107,7 +109,7 @@ def sampled_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc
                 s += rows[j, t] * (incoming[t] + alpha[t])
             loglik += data[start + j] * math.log(s / (n_d + alpha_sum) + 1e-300)
         for i in range(n_d):
-            topic[i] = _draw(rows[token_row[i]], incoming, alpha, k, np.random.random())
+            topic[i] = _draw(rows[token_row[i]], incoming, alpha, k, uniform(stream))
         for t in range(k):
             nd[t] = 0.0
             mean[t] = 0.0
@@ -117,7 +119,7 @@ def sampled_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc
         for sweep in range(burn_in + draws):
             for i in range(n_d):
                 nd[topic[i]] -= 1.0
-                z = _draw(rows[token_row[i]], nd, alpha, k, np.random.random())
+                z = _draw(rows[token_row[i]], nd, alpha, k, uniform(stream))
                 topic[i] = z
                 nd[z] += 1.0
             if sweep < burn_in:
