@@ -25,6 +25,7 @@ def chain_loop(indptr, indices, data, alpha, eta, iterations, seed, word_topic, 
         n_tokens += int(data[j])
     topic = np.empty(n_tokens, np.int64)
     topic_total = np.zeros(k)
+    inverse = np.empty(k)  # 1 / (topic_total + N eta), kept as the totals change
     weights = np.empty(k)
     smoothing = n_words * eta
     np.random.seed(seed)
@@ -39,6 +40,8 @@ def chain_loop(indptr, indices, data, alpha, eta, iterations, seed, word_topic, 
                 doc_topic[d, t] += 1.0
                 topic_total[t] += 1.0
                 i += 1
+    for t in range(k):
+        inverse[t] = 1.0 / (topic_total[t] + smoothing)
     for _ in range(iterations):
         i = 0
         for d in range(n_docs):
@@ -49,10 +52,10 @@ def chain_loop(indptr, indices, data, alpha, eta, iterations, seed, word_topic, 
                     word_topic[w, old] -= 1.0
                     doc_topic[d, old] -= 1.0
                     topic_total[old] -= 1.0
+                    inverse[old] = 1.0 / (topic_total[old] + smoothing)
                     total = 0.0
                     for t in range(k):
-                        weights[t] = ((word_topic[w, t] + eta) / (topic_total[t] + smoothing)
-                                      * (doc_topic[d, t] + alpha[t]))
+                        weights[t] = (word_topic[w, t] + eta) * inverse[t] * (doc_topic[d, t] + alpha[t])
                         total += weights[t]
                     u = np.random.random() * total
                     new = k - 1
@@ -66,4 +69,5 @@ def chain_loop(indptr, indices, data, alpha, eta, iterations, seed, word_topic, 
                     word_topic[w, new] += 1.0
                     doc_topic[d, new] += 1.0
                     topic_total[new] += 1.0
+                    inverse[new] = 1.0 / (topic_total[new] + smoothing)
                     i += 1

@@ -37,7 +37,7 @@ def reference_chain(docs, n_words, k, alpha, eta, iterations, seed):
             nwk[w, z[i]] -= 1
             ndk[d, z[i]] -= 1
             nk[z[i]] -= 1
-            weights = [(nwk[w, t] + eta) / (nk[t] + n_words * eta) * (ndk[d, t] + alpha) for t in range(k)]
+            weights = [(nwk[w, t] + eta) * (1.0 / (nk[t] + n_words * eta)) * (ndk[d, t] + alpha) for t in range(k)]
             target, acc, new = np.random.random() * sum(weights), 0.0, k - 1
             for t in range(k - 1):
                 acc += weights[t]
