@@ -64,8 +64,8 @@ def test_estimator_with_enn_equals_the_pipeline_and_the_kernels(synthetic_root):
     np.testing.assert_allclose(model.components_, stored.arrays["B"].T, atol=1e-15)
     C = open_cooccurrence(f"{synthetic_root}/cooc.zarr").C[:]
     doc_freq = open_cooccurrence(f"{synthetic_root}/cooc.zarr").D1[:]
-    memory = RectifiedAnchorWords(n_components=5, rectifier="enn", max_iter=20, min_anchor_df=10,
-                                  refine=None).fit_cooccurrence(
+    # min_anchor_df='auto' (the default): in memory, without the documents' count, the floor of 10
+    memory = RectifiedAnchorWords(n_components=5, rectifier="enn", max_iter=20, refine=None).fit_cooccurrence(
         C, doc_freq)
     np.testing.assert_array_equal(np.sort(memory.anchors_), np.sort(model.anchors_))
     np.testing.assert_allclose(memory.components_, model.components_, rtol=0, atol=1e-7)  # eigensolver tolerance
