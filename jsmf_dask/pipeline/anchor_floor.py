@@ -96,7 +96,7 @@ def floor_line(record: dict, n_topics: int) -> str:
             f"almost no weight in A with the floor of {first['min_anchor_df']}, {second['weightless']} with it")
 
 
-def raise_floor(min_anchor_df: int | str, n_docs: int, doc_freq: np.ndarray, params: RectifyParams,
+def raise_floor(min_anchor_df: int | str, n_docs: int, doc_freq, params: RectifyParams,
                 anchored: RectifiedAnchors, A: np.ndarray,
                 recover: Callable[[RectifiedAnchors], tuple]) -> RaisedFloor | None:
     """The second pick of ``min_anchor_df='auto'`` (see the module), or None where none is tried.
@@ -107,8 +107,8 @@ def raise_floor(min_anchor_df: int | str, n_docs: int, doc_freq: np.ndarray, par
         As asked; a number is never raised.
     n_docs : int
         The documents ``C`` counts.
-    doc_freq : ndarray, shape (N,)
-        Each word's document frequency (the store's ``D1``).
+    doc_freq : array-like, shape (N,)
+        Each word's document frequency (the store's ``D1``), read only when a second pick is tried.
     params : RectifyParams
     anchored : RectifiedAnchors
         The first pick.
@@ -123,7 +123,8 @@ def raise_floor(min_anchor_df: int | str, n_docs: int, doc_freq: np.ndarray, par
     if min_anchor_df != "auto" or params.rectifier not in ("ap", "enn") or first <= REPICK_WEIGHTLESS_SHARE * k:
         return None
     floor = raised_floor(n_docs)
-    candidates = np.asarray(doc_freq) >= floor
+    doc_freq = np.asarray(doc_freq[:])
+    candidates = doc_freq >= floor
     if floor <= ANCHOR_DF or candidates.sum() < k:
         return None
     again = repicked_anchors(anchored, params, candidates)
@@ -135,5 +136,5 @@ def raise_floor(min_anchor_df: int | str, n_docs: int, doc_freq: np.ndarray, par
               "tried": [{"min_anchor_df": ANCHOR_DF, "weightless": int(first)},
                         {"min_anchor_df": floor, "weightless": int(second)}]}
     if second >= first:
-        return RaisedFloor(ANCHOR_DF, np.asarray(doc_freq) >= ANCHOR_DF, anchored, None, record)
+        return RaisedFloor(ANCHOR_DF, doc_freq >= ANCHOR_DF, anchored, None, record)
     return RaisedFloor(floor, candidates, again, recovered, record)

@@ -211,7 +211,7 @@ def fit(
     else:
         anchored = _rectify(plan, client, on_cycle)
     recovered, unconverged = _recover(plan, anchored, client)
-    raised = raise_floor(min_anchor_df, int(store.attrs["n_docs"]), store.D1[:], plan.params, anchored,
+    raised = raise_floor(min_anchor_df, int(store.attrs["n_docs"]), store.D1, plan.params, anchored,
                          recovered.A, lambda again: _recover(plan, again, client))
     if raised is not None:
         plan = dataclasses.replace(plan, candidates=raised.candidates, min_anchor_df=raised.floor,
