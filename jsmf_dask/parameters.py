@@ -321,8 +321,9 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("refine", "start", "choice", "auto",
               "where the runs start: spectral (the model given), chain (the topics of a collapsed Gibbs chain on "
               "a sample of about 400,000 training tokens, its topics in the order of the model's they match), or "
-              "auto (spectral, and where --method auto tries sampled, sampled from a chain too; see the README)",
-              choices=("auto", "spectral", "chain"), estimator="refine_start"),
+              "auto (spectral, and where --method auto tries sampled, sampled from a chain too; see the README), or "
+              "both (every run from each, the validation documents choosing: slower, better on some real text)",
+              choices=("auto", "spectral", "chain", "both"), estimator="refine_start"),
     Parameter("refine", "sweeps", "int", 50, "passes over the corpus at most (tol or the validation documents "
               "usually stop it earlier)", low=1, metavar="S", estimator="refine_sweeps"),
     Parameter("refine", "tol", "float", 1e-4,

@@ -91,9 +91,9 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         ``drawn_sweeps``): ``'auto'``, below 2,500 training documents, runs none and 20 side by side and keeps the
         drawn refinement unless the validation documents score the other better by more than their paired error;
         0 never draws.
-    refine_start : {'auto', 'spectral', 'chain'}, default='auto'
-        Where the refinement's runs start (:func:`jsmf_dask.refine`'s ``start``): the spectral model, a collapsed
-        Gibbs chain's topics, or ``'auto'`` (the spectral model, and a chain for the sampled passes where tried).
+    refine_start : {'auto', 'spectral', 'chain', 'both'}, default='auto'
+        Where the refinement's runs start (:func:`jsmf_dask.refine`'s ``start``): the spectral model, a Gibbs chain's
+        topics, both (the validation documents choose) or ``'auto'`` (a chain for the sampled passes where tried).
     validation_fraction : float, default=0.05
         Documents (by the hash of their row number) left out of ``C`` and of the refinement's sweeps, scored each
         sweep; refinement stops when they stop improving and then, below 2,500 documents, runs a few sweeps on from

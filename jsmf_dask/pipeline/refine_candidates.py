@@ -2,7 +2,8 @@
 
 ``refine`` runs one candidate (:class:`Candidate`: method, η, drawn sweeps, start) per combination
 :func:`candidates` gives — ``method='auto'`` on a corpus of short documents (cvb0 and sampled, and sampled from a
-chain's topics, :mod:`~jsmf_dask.pipeline.refine_start`), ``eta`` as a list, and
+chain's topics, :mod:`~jsmf_dask.pipeline.refine_start`), ``start='both'`` (each method from the spectral model
+and from a chain's topics), ``eta`` as a list, and
 ``drawn_sweeps='auto'`` on a small corpus (none and :data:`DRAWN_SWEEPS`) — each to its own stop, in lockstep
 (:func:`~jsmf_dask.pipeline.refine_sweeps.run_together`). :func:`choose` keeps one by the validation
 documents' scores, per document, so that two runs compare with a paired error
@@ -94,7 +95,8 @@ def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int,
     number of drawn sweeps (``drawn_sweeps``; 'auto': none, and :data:`DRAWN_SWEEPS` too for CVB0 on a
     ``small_corpus`` with validation documents and ``sweeps`` that leave as many soft sweeps), from ``start``
     ('auto': the spectral model; and where method 'auto' tries the sampled method, the sampled method from a
-    chain's topics too, :func:`~jsmf_dask.pipeline.refine_start.chain_topics_for`)."""
+    chain's topics too, :func:`~jsmf_dask.pipeline.refine_start.chain_topics_for`; 'both': each method from the
+    spectral model, and with each η and no drawn sweeps from a chain's topics)."""
     methods = auto_methods(drawn_sweeps, validation, training_tokens, mean_tokens) if method == "auto" else [method]
     runs = []
     for m in methods:
@@ -103,8 +105,8 @@ def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int,
         else:
             draws = [0, DRAWN_SWEEPS] if m == "cvb0" and validation and small_corpus and sweeps >= 2 * DRAWN_SWEEPS \
                 else [0]
-        runs += [Candidate(m, e, d, "spectral" if start == "auto" else start) for e in etas for d in draws]
-        if start == "auto" and method == "auto" and m == "sampled":
+        runs += [Candidate(m, e, d, "spectral" if start in ("auto", "both") else start) for e in etas for d in draws]
+        if start == "both" or start == "auto" and method == "auto" and m == "sampled":
             runs += [Candidate(m, e, 0, "chain") for e in etas]
     return runs
 
@@ -128,11 +130,13 @@ DROP_MARGIN = 0.01
 
 
 #: Runs of one method from different starts (``method='auto'``'s sampled runs from the spectral model and from a
-#: chain's topics) race: after this many sweeps the one whose best validation perplexity is behind the other's best
-#: is dropped (:class:`TrailingRuns`; each is also dropped as above when it trails another method's run). Measured
-#: (session 38, the benchmarks README; the NIPS papers cut into 100-word pieces): the chain's run starts behind
-#: (1458 against 1405 at K 20, 1424 against 1272 at K 50) and falls faster; at K 20 it leads from the 15th sweep on
-#: and ends 1.6% lower (1240.7 against 1260.6), at K 50 it is 0.8% behind after 20 and 0.5% behind at its stop.
+#: chain's topics; every method's with ``start='both'``) race: after this many sweeps the one whose best validation
+#: perplexity is behind the other's best is dropped (:class:`TrailingRuns`; each is also dropped as above when it
+#: trails another method's run). Measured (session 38, the benchmarks README; the NIPS papers cut into 100-word
+#: pieces): the chain's run starts behind (1458 against 1405 at K 20, 1424 against 1272 at K 50) and falls faster;
+#: at K 20 it leads from the 15th sweep on and ends 1.6% lower (1240.7 against 1260.6), at K 50 it is 0.8% behind
+#: after 20 and 0.5% behind at its stop. CVB0's run from a chain's topics does the same (session 41): on the NIPS
+#: papers at K 20 it trailed the spectral model's soft run by more than 1% after 10 sweeps and led after 20.
 START_RACE_SWEEPS = 20
 
 

@@ -7,7 +7,8 @@ to its ``A`` (:func:`start_state`). The spectral model is every run's start but
 one: ``method='auto'`` on a corpus of short documents also runs the sampled
 method from a collapsed Gibbs chain's topics (:func:`chain_topics_for`), a chain
 run from a random start on a sample of the training documents, and lets the
-validation documents choose (:mod:`jsmf_dask.pipeline.refine_candidates`).
+validation documents choose (:mod:`jsmf_dask.pipeline.refine_candidates`); and
+``start='both'`` runs every method from each.
 
 Whatever the start, the refined model is checked against the spectral model it refines: a run that ends worse on
 unseen documents says so (:func:`worse_than_start`) and what to try (:func:`what_to_try`).

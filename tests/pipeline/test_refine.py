@@ -519,6 +519,25 @@ def test_auto_tries_the_sampled_method_only_on_a_corpus_of_short_documents_with_
     assert candidates("sampled", [0.05], 0, **kwargs) == [Candidate("sampled", 0.05, 0)]
 
 
+def test_start_both_runs_every_method_from_the_spectral_model_and_from_a_chain():
+    """start='both': each method's candidates from the spectral model (its η and drawn sweeps), and each η from a
+    chain's topics with no drawn sweeps; 'auto' adds a chain's run to the sampled method's alone."""
+    long = {"sweeps": 50, "validation": 0.05, "small_corpus": False, "training_tokens": 4_558_756,
+            "mean_tokens": 263.0}  # the man pages (session 39)
+    assert candidates("auto", [0.05], "auto", **long, start="both") == [Candidate("cvb0", 0.05, 0),
+                                                                         Candidate("cvb0", 0.05, 0, "chain")]
+    assert candidates("auto", [0.05], "auto", **long) == [Candidate("cvb0", 0.05, 0)]
+    assert candidates("vb", [0.01, 0.05], "auto", **long, start="both") == [
+        Candidate("vb", 0.01, 0), Candidate("vb", 0.05, 0), Candidate("vb", 0.01, 0, "chain"),
+        Candidate("vb", 0.05, 0, "chain")]
+    small = long | {"small_corpus": True}
+    assert candidates("auto", [0.05], "auto", **small, start="both") == [
+        Candidate("cvb0", 0.05, 0), Candidate("cvb0", 0.05, 20), Candidate("cvb0", 0.05, 0, "chain")]
+    short = long | {"training_tokens": 2_007_037, "mean_tokens": 41.8}
+    assert [c.route for c in candidates("auto", [0.05], "auto", **short, start="both")] == [
+        "cvb0", "cvb0 from a chain", "sampled", "sampled from a chain"]
+
+
 def test_validation_scores_a_sample_by_id_beyond_the_cap(plain_lda_root, monkeypatch):
     import jsmf_dask.pipeline.refine as refine_module
     from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
@@ -647,6 +666,9 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
     (["--refit", "sometimes"], 2, "argument --refit: invalid choice: 'sometimes'"),
     (["--eta", "0.01,x"], 2, "argument --eta: expected 'auto', a float or a list of floats > 0, got '0.01,x'"),
     (["--eta", "0.01,0.05"], 1, "jsmf: error: --eta ([0.01, 0.05]) lists candidates for the validation documents"),
+    (["--start", "both"], 1, "jsmf: error: --start ('both') runs from two starts for the validation documents to "
+                             "choose between, and "),
+    (["--start", "everywhere"], 2, "argument --start: invalid choice: 'everywhere'"),
     (["--drawn-sweeps", "-2"], 2, "argument --drawn-sweeps: expected 'auto' or an int >= 0, got '-2'"),
     (["--drawn-sweeps", "60"], 1, "jsmf: error: --drawn-sweeps (60) must be below 'sweeps' (50)"),
 ])
@@ -950,6 +972,39 @@ def test_drawn_sweeps_give_the_same_model_with_blocks_kept_or_spilled_to_scratch
     np.testing.assert_allclose(again.B, kept.B, rtol=0, atol=1e-12)
 
 
+def test_start_both_keeps_the_start_the_validation_documents_score_lower(plain_lda_root, capsys):
+    """start='both' runs CVB0 from the spectral model and from a chain's topics in lockstep and keeps the run whose
+    validation documents score lower: the very model of that start alone; the model records both runs and the
+    start kept, and `jsmf refine`'s line names both. Without validation documents it is an error, nothing
+    written."""
+    from jsmf_dask.cli import main
+
+    seen = []
+    both = refine(plain_lda_root, model="ap", name="starts-both", sweeps=6, refit="never", start="both",
+                  on_sweep=seen.append)
+    spectral, chained = both.attrs["candidates"]
+    assert [(c["method"], c["start"]) for c in (spectral, chained)] == [("cvb0", "spectral"), ("cvb0", "chain")]
+    lower = min((spectral, chained), key=lambda c: c["validation_perplexity"])
+    assert both.attrs["method"] == "cvb0" and both.attrs["start"] == lower["start"]
+    assert both.attrs["params"]["start"] == "both"
+    assert {r.candidate for r in seen} == {"cvb0, eta 0.05, 0 drawn", "cvb0 from a chain, eta 0.05, 0 drawn"}
+    assert spectral["validation_perplexity"] != pytest.approx(chained["validation_perplexity"], rel=1e-6)  # two runs
+    alone = refine(plain_lda_root, model="ap", name="starts-alone", method="cvb0", start=lower["start"], sweeps=6,
+                   refit="never")
+    np.testing.assert_array_equal(alone.B, both.B)
+    lower_route = "cvb0" + (" from a chain" if lower["start"] == "chain" else "")
+    assert choice_line(both.attrs).startswith(
+        f"{lower_route} chosen by the validation documents (cvb0: {spectral['validation_perplexity']:.1f}, cvb0 "
+        f"from a chain: {chained['validation_perplexity']:.1f})")
+    argv = ["refine", str(plain_lda_root), "--model", "ap", "--sweeps", "6", "--refit", "never", "--name",
+            "starts-cli", "--start", "both", "--scheduler", "synchronous", "--quiet"]
+    assert main(argv) == 0
+    assert f"sweep(s) of {lower_route} " in capsys.readouterr().out
+    with pytest.raises(InvalidParameterError, match=r"'start' parameter of refine \('both'\) runs from two starts"):
+        refine(plain_lda_root, model="ap", name="starts-none", start="both", validation=0)
+    assert not (plain_lda_root / "model.zarr" / "starts-none").exists()
+
+
 def test_eta_candidates_are_chosen_by_the_validation_documents(plain_lda_root):
     """A list of η: each is refined from the same start to its own stop; the model is the candidate whose
     validation documents scored best — the very model a refine with that η alone gives — and the others'
@@ -1153,6 +1208,15 @@ def test_a_method_far_behind_another_is_dropped_after_enough_sweeps():
         starts.recorder(2, None)(sweep(1000.0 * (1 + DROP_MARGIN / 10)))
         assert starts([0, 1, 2]) == ([2] if i == START_RACE_SWEEPS - 1 else [])
     assert START_RACE_SWEEPS > DROP_AFTER_SWEEPS
+    # CVB0 from two starts (start='both'): the run behind, however far, only after START_RACE_SWEEPS (the chain's
+    # run can trail by more than DROP_MARGIN after DROP_AFTER_SWEEPS and lead after START_RACE_SWEEPS), a drawn
+    # run too when it trails the other start's
+    cvb0_starts = TrailingRuns(_cvb0((0.05, 0), (0.05, 3)) + [Candidate("cvb0", 0.05, 0, "chain")])
+    for i in range(START_RACE_SWEEPS):
+        cvb0_starts.recorder(0, None)(sweep(1000.0))
+        cvb0_starts.recorder(1, None)(sweep(1000.0 * (1 + 3 * DROP_MARGIN)))
+        cvb0_starts.recorder(2, None)(sweep(1000.0 * (1 + 2 * DROP_MARGIN)))
+        assert cvb0_starts([0, 1, 2]) == ([1, 2] if i == START_RACE_SWEEPS - 1 else [])
 
 
 def test_auto_drops_the_trailing_method_and_keeps_the_leader_as_it_runs_alone(plain_lda_root, monkeypatch):
