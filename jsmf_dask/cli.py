@@ -414,7 +414,7 @@ def main(argv: Sequence[str] | None = None, *, exit_when_hung: bool = False) -> 
 
             args.run_config = topics_config(
                 args.inputs, args.root, args.n_topics, heldout=args.heldout, iterations=args.iterations,
-                anchor_words=args.anchor_words,
+                anchor_words=args.anchor_words, start=args.start,
                 ingest={"vocab_size": args.vocab_size or TOPICS_VOCAB_SIZE, "format": args.format,
                         "encoding": args.encoding, **({"labels": args.labels} if args.labels else {})})
         if args.command in _LOCAL_ONLY:

@@ -400,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="AP and the anchors on the n words of highest tf-idf only (default: auto, max(1000, 20 K) "
                    "words below 10,000 documents, else every word; a number at least the vocabulary's size fits "
                    "every word)")
+    p.add_argument("--start", choices=parameter("refine", "start").choices, metavar="{auto,spectral,chain,both}",
+                   help="where refine's runs start, as for refine (default: auto); both: from the spectral model "
+                   "and from a chain's topics, the validation documents choosing (slower; better on some real text)")
     p.add_argument("--force", action="store_true", help="redo every stage")
     _add_cluster_options(p, overwrite=False)
 

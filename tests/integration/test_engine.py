@@ -38,18 +38,21 @@ def _B(root, name: str) -> np.ndarray:
 
 
 def test_topics_and_fit_take_the_same_anchor_vocabulary(tmp_path):
-    """`jsmf topics --anchor-words n` writes what `jsmf fit --anchor-words n` writes (refine after each)."""
+    """`jsmf topics --anchor-words n --start both` writes what `jsmf fit --anchor-words n` and `jsmf refine --start
+    both` write."""
     four, one = str(tmp_path / "four"), str(tmp_path / "one")
     for argv in (["ingest", four, str(REUTERS_DOCWORD), "--vocab-size", "500"],
                  ["cooccur", four, "--validation", "0.05"],
                  ["fit", four, "--topics", "3", "--iterations", "20", "--anchor-words", "100"],
-                 ["refine", four, "--model", "k3-ap"],
+                 ["refine", four, "--model", "k3-ap", "--start", "both"],
                  ["topics", str(REUTERS_DOCWORD), "--topics", "3", "--out", one, "--vocab-size", "500",
-                  "--anchor-words", "100"]):
+                  "--anchor-words", "100", "--start", "both"]):
         assert main([*argv, "--scheduler", "threads", "--quiet"]) == 0, argv
     for name in ("k3-ap", "k3-ap-refined"):
         np.testing.assert_allclose(_B(one, name), _B(four, name), rtol=0, atol=1e-10)
     assert open_model(one, "k3-ap").attrs["anchor_words"]["n"] == 100
+    refined = open_model(one, "k3-ap-refined").attrs
+    assert refined["params"]["start"] == "both" and {c["start"] for c in refined["candidates"]} == {"spectral", "chain"}
 
 
 @pytest.mark.slow
