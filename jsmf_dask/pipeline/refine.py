@@ -162,9 +162,9 @@ def refine(
         (:func:`~jsmf_dask.pipeline.refine_start.chain_topics_for`). ``'auto'``: ``model``; and where
         ``method='auto'`` runs the sampled method, the sampled method from a chain's topics too. ``'both'``: every
         run from ``model`` and from a chain's topics, the two racing on the validation documents
-        (:data:`~jsmf_dask.pipeline.refine_candidates.START_RACE_SWEEPS`; needs them): measured in the README, it
-        lowers held-out perplexity by 0.4–1.4% where the chain's run wins (real text, mostly at K 20) at 1.5–3.6×
-        refine's time. The start run is in ``attrs['start']``.
+        (:data:`~jsmf_dask.pipeline.refine_candidates.START_RACE_SWEEPS`; needs them). Measured in the README: where
+        the chain's run was kept held-out perplexity fell 0.4–1.4% on real text (the man pages, the NIPS papers at
+        K 20) and rose 0.5% on short baskets; refine takes 1.5–3.6× as long. The start run is in ``attrs['start']``.
     sweeps : int, default=50
         Passes over the corpus at most.
     tol : float or None, default=1e-4
