@@ -106,7 +106,7 @@ def candidates(method: str, etas: list, drawn_sweeps: int | str, *, sweeps: int,
             draws = [0, DRAWN_SWEEPS] if m == "cvb0" and validation and small_corpus and sweeps >= 2 * DRAWN_SWEEPS \
                 else [0]
         runs += [Candidate(m, e, d, "spectral" if start in ("auto", "both") else start) for e in etas for d in draws]
-        if start == "both" or start == "auto" and method == "auto" and m == "sampled":
+        if start == "both" or (start == "auto" and method == "auto" and m == "sampled"):
             runs += [Candidate(m, e, 0, "chain") for e in etas]
     return runs
 
