@@ -324,8 +324,10 @@ PARAMETERS: tuple[Parameter, ...] = (
               "auto (spectral, and where --method auto tries sampled, sampled from a chain too; see the README), or "
               "both (every run from each, the validation documents choosing: slower, better on some real text)",
               choices=("auto", "spectral", "chain", "both"), estimator="refine_start"),
-    Parameter("refine", "sweeps", "int", 50, "passes over the corpus at most (tol or the validation documents "
-              "usually stop it earlier)", low=1, metavar="S", estimator="refine_sweeps"),
+    Parameter("refine", "sweeps", "count", "auto", "passes over the corpus at most (tol or the validation documents "
+              "usually stop it earlier); auto: 100 with validation documents (their stop ends a run where it stops "
+              "improving), 50 without (the cap is the stop: longer runs overfit a small corpus)", low=1,
+              metavar="auto|S", estimator="refine_sweeps"),
     Parameter("refine", "tol", "float", 1e-4,
               "stop earlier when the relative change of the word-topic counts falls below T", low=0.0,
               low_open=True, metavar="T", nullable=True),

@@ -354,7 +354,7 @@ def test_cli_bad_input_exits_1_and_changes_nothing(fitted, tmp_path, capsys, mon
 
 
 @pytest.mark.parametrize("args,match", [
-    (["refine", "R", "--model", "m", "--sweeps", "0"], r"argument --sweeps: expected an int >= 1, got '0'"),
+    (["refine", "R", "--model", "m", "--sweeps", "0"], r"argument --sweeps: expected 'auto' or an int >= 1, got '0'"),
     (["refine", "R", "--model", "m", "--alpha", "-0.5"], r"argument --alpha: expected 'auto' or a float > 0, got '-0.5'"),
     (["refine", "R", "--model", "m", "--alpha", "often"], r"argument --alpha: expected 'auto' or a float > 0, got 'often'"),
     (["refine", "R", "--model", "m", "--eta", "0"], r"argument --eta: expected 'auto', a float or a list of floats > 0, got '0'"),

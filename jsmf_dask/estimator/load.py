@@ -63,7 +63,7 @@ def load_model(root_or_path: str | os.PathLike, name: str | None = None):
         source = open_model(url, spectral).attrs.get("params", {})
         model = RectifiedAnchorWords(n_components=int(params["n_topics"]), rectifier=source.get("rectifier"),
                                      max_iter=source.get("iterations"), refine=params.get("method", "cvb0"),
-                                     refine_sweeps=int(params.get("sweeps", 50)),
+                                     refine_sweeps=params.get("sweeps", 50),  # 50: the default before "auto"
                                      doc_topic_prior=params.get("alpha", "auto"),
                                      topic_word_prior=params.get("eta", 0.05),
                                      refine_drawn_sweeps=params.get("drawn_sweeps", "auto"),

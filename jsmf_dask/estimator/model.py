@@ -79,8 +79,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         passes or variational Bayes (:func:`jsmf_dask.refine`); ``'auto'``: CVB0, and on a million training tokens
         or more of short documents the sampled passes too, the one the validation documents score lower kept
         (``refine_method_``); None keeps the spectral model.
-    refine_sweeps : int, default=50
-        Passes over the documents at most (the validation documents usually stop it earlier).
+    refine_sweeps : 'auto' or int, default='auto'
+        Passes over the documents at most; 'auto': 100 with validation documents (their stop ends it first), else 50.
     doc_topic_prior : 'auto' or float, default='auto'
         α of the refinement: ``'auto'`` learns an asymmetric α by Minka's fixed point.
     topic_word_prior : 'auto', float or list of float, default=0.05
@@ -162,7 +162,7 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     def __init__(self, n_components: int = 10, *, rectifier: str | None = None, max_iter: int | None = None,
                  tol: float | None = None, end_with: str = "nonnegative", solver: str = "exact",
-                 min_anchor_df: int | str = "auto", refine: str | None = "auto", refine_sweeps: int = 50,
+                 min_anchor_df: int | str = "auto", refine: str | None = "auto", refine_sweeps: int | str = "auto",
                  doc_topic_prior: float | str = "auto", topic_word_prior: float | str | list[float] = 0.05,
                  refine_drawn_sweeps: int | str = "auto", refine_start: str = "auto",
                  validation_fraction: float = 0.05, random_state: int | None = 0, work_dir: str | None = None,

@@ -49,15 +49,8 @@ from jsmf_dask.pipeline.refine_start import chain_topics_for, start_state, what_
 from jsmf_dask.pipeline.refine_candidates import (Candidate, TrailingRuns, candidates, choose, eta_text,
                                                   several_routes)
 from jsmf_dask.stages.refine import COLLAPSED_METHODS, METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
-from jsmf_dask.pipeline.refine_sweeps import (
-    SWEEP_GROUPS,
-    SweepRecord,
-    prepared_blocks,
-    run_sweeps,
-    run_together,
-    sweep_loop,
-    validation_perplexity,
-)
+from jsmf_dask.pipeline.refine_sweeps import (SWEEP_GROUPS, SweepRecord, max_sweeps, prepared_blocks, run_sweeps,
+                                              run_together, sweep_loop, validation_perplexity)
 from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line", "METHODS"]
@@ -114,9 +107,6 @@ def _check_params(method, start, sweeps, tol, alpha, eta, inner_iterations, refi
     if drawn_sweeps != "auto" and drawn_sweeps and method not in ("cvb0", "auto"):
         raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) draws CVB0's counts, "
                                     f"and method is {method!r}: pass method='cvb0' or drawn_sweeps=0")
-    if drawn_sweeps != "auto" and drawn_sweeps >= sweeps:
-        raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) must be below "
-                                    f"'sweeps' ({sweeps}): the sweeps after the drawn ones return the model")
 
 
 def refine(
@@ -125,7 +115,7 @@ def refine(
     model: str,
     method: str = "auto",
     start: str = "auto",
-    sweeps: int = 50,
+    sweeps: int | str = "auto",
     tol: float | None = 1e-4,
     alpha: float | str = "auto",
     eta: float | str | list[float] = 0.05,
@@ -165,8 +155,9 @@ def refine(
         (:data:`~jsmf_dask.pipeline.refine_candidates.START_RACE_SWEEPS`; needs them). Measured in the README: where
         the chain's run was kept held-out perplexity fell 0.4–1.4% on real text (the man pages, the NIPS papers at
         K 20) and rose 0.5% on short baskets; refine takes 1.5–3.6× as long. The start run is in ``attrs['start']``.
-    sweeps : int, default=50
-        Passes over the corpus at most.
+    sweeps : 'auto' or int, default='auto'
+        Passes over the corpus at most. ``'auto'``: :func:`~jsmf_dask.pipeline.refine_sweeps.max_sweeps` (100 with
+        validation documents, whose stop ends a run first; 50 without them, where the cap is the stop).
     tol : float or None, default=1e-4
         Stop earlier when the relative change (Frobenius) of the word–topic
         counts falls below it; None: no such stop.
@@ -256,6 +247,11 @@ def refine(
             f"counted (it leaves out {stored_validation or 'none'}): the model refine starts from saw them, so their "
             f"score would flatter it; rebuild C with `jsmf cooccur --validation {validation}` (or pass validation=0)")
     _check_params(method, start, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps)
+    asked_sweeps, sweeps = sweeps, max_sweeps(sweeps, validation)
+    if drawn_sweeps != "auto" and drawn_sweeps >= sweeps:
+        auto = "" if asked_sweeps != "auto" else f"; 'auto' {'with' if validation else 'without'} validation documents"
+        raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) must be below "
+                                    f"'sweeps' ({sweeps}{auto}): the sweeps after the drawn ones return the model")
     # without validation documents: where the choice between candidates cannot be made, and why
     none_left = ("validation=0 leaves none out: drop it" if stored_validation else
                  f"{cooc_path(root)} left none out: rebuild C with `jsmf cooccur --validation 0.05`")
@@ -410,8 +406,8 @@ def refine(
         attrs = {
             "schema_version": SCHEMA_VERSION,
             "name": name,
-            "params": {"n_topics": k, "rectifier": method_run, "method": method, "source": model, "sweeps": sweeps,
-                       "tol": tol, "alpha": alpha, "eta": list(eta) if len(etas) > 1 else eta,
+            "params": {"n_topics": k, "rectifier": method_run, "method": method, "source": model,
+                       "sweeps": asked_sweeps, "tol": tol, "alpha": alpha, "eta": list(eta) if len(etas) > 1 else eta,
                        "start": start, "inner_iterations": inner_iterations, "inner_tol": inner_tol,
                        "heldout": heldout, "validation": validation, "refit": refit, "drawn_sweeps": drawn_sweeps},
             "method": method_run,  # the method of the run kept ('auto' chooses among candidates)

@@ -11,6 +11,8 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
   the validation documents score lower kept;
 * ``both-starts``: the default with every run from the spectral model and from a chain's topics
   (``start='both'``, session 41);
+* ``sweeps-50``: the default until session 42, 50 sweeps at most where the validation documents stop it too
+  (``sweeps='auto'`` is 100 there);
 * ``cvb0``: the default refine until session 35 (CVB0, α learned, η 0.05, stopped by the validation documents;
   below 2,500 training documents they also choose between no drawn sweeps and 20);
 * ``cvb0-a01``: the same with a fixed symmetric α 0.1;
@@ -95,6 +97,7 @@ REFINES = {
     "cvb0": {"method": "cvb0"},  # the default until session 35
     "auto": {},  # the default: cvb0, and sampled too on short documents (the validation documents choose)
     "both-starts": {"start": "both"},  # every run from the spectral model and from a chain's topics
+    "sweeps-50": {"sweeps": 50},  # the default until session 42: 50 sweeps at most, with validation documents too
     "cvb0-a01": {"method": "cvb0", "alpha": 0.1},
     "cvb0-learned": {"method": "cvb0", "alpha": "auto", "eta": "auto"},
     "cvb0-soft": {"method": "cvb0", "drawn_sweeps": 0},

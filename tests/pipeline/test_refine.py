@@ -173,7 +173,8 @@ def test_alpha_auto_is_moment_matched_to_the_source_A(lda_root):
 
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"model": "nope"}, StoreError, r"model.zarr/nope: no such model; fitted models: \['ap', 'ap-vb'"),
-    ({"model": "ap", "sweeps": 0}, InvalidParameterError, r"'sweeps' parameter of refine must be an int in the range \[1"),
+    ({"model": "ap", "sweeps": 0}, InvalidParameterError, r"'sweeps' parameter of refine must be 'auto' or an int >= 1"),
+    ({"model": "ap", "sweeps": "many"}, InvalidParameterError, r"'sweeps' parameter of refine must be 'auto' or an int"),
     ({"model": "ap", "alpha": -0.1}, InvalidParameterError, r"'alpha' parameter of refine must be 'auto' or a float > 0"),
     ({"model": "ap", "alpha": "gibbs"}, InvalidParameterError, r"'alpha' parameter of refine"),
     ({"model": "ap", "eta": 0}, InvalidParameterError, r"'eta' parameter of refine must be 'auto', a float or a list of floats > 0"),
@@ -325,6 +326,29 @@ def test_sweeps_in_groups_reach_whole_sweeps_likelihood_in_fewer_sweeps(plain_ld
                                              {"OVERRELAX_MAX_STEP": 1.0, "SWEEP_GROUPS": 1})
     assert 4 * grouped <= 3 * whole, (grouped, whole)
     assert final["faster"] <= final["slower"] * (1 + 1e-4), final
+
+
+def test_auto_sweeps_caps_runs_by_whether_validation_documents_stop_them(plain_lda_root, monkeypatch):
+    """``sweeps='auto'`` (the default) is AUTO_SWEEPS where validation documents stop refine and
+    AUTO_SWEEPS_UNVALIDATED where none do; a number is kept. With the two patched to 3 and 2 (fewer sweeps than the
+    validation stop's patience, and no tolerance), the cap ends each run; the model stores what was asked."""
+    import jsmf_dask.pipeline.refine_sweeps as sweeps_module
+    from jsmf_dask.pipeline.refine_sweeps import AUTO_SWEEPS, AUTO_SWEEPS_UNVALIDATED, max_sweeps
+
+    assert max_sweeps("auto", 0.05) == AUTO_SWEEPS > AUTO_SWEEPS_UNVALIDATED == max_sweeps("auto", 0) \
+        == max_sweeps("auto", None)
+    assert max_sweeps(7, 0.05) == max_sweeps(7, 0) == 7
+    monkeypatch.setattr(sweeps_module, "AUTO_SWEEPS", 3)
+    monkeypatch.setattr(sweeps_module, "AUTO_SWEEPS_UNVALIDATED", 2)
+    assert 3 < PATIENCE
+    common = {"model": "ap", "method": "cvb0", "tol": None, "drawn_sweeps": 0, "refit": "never"}
+    validated = refine(plain_lda_root, name="auto-cap", **common)  # validation: the store's 0.05
+    unvalidated = refine(plain_lda_root, name="auto-cap-none", validation=0, **common)
+    given = refine(plain_lda_root, name="auto-cap-given", validation=0, sweeps=4, **common)
+    assert (validated.n_iter, unvalidated.n_iter, given.n_iter) == (3, 2, 4)
+    for r, asked in ((validated, "auto"), (unvalidated, "auto"), (given, 4)):
+        attrs = open_model(plain_lda_root, r.name).attrs
+        assert attrs["stopped"] == "sweeps" and attrs["params"]["sweeps"] == asked
 
 
 def test_cvb0_learned_priors_validation_stop_and_the_records(plain_lda_root):
@@ -670,7 +694,9 @@ def test_infer_under_a_refined_model_is_its_own_fold_in(lda_root, refined):
                              "choose between, and "),
     (["--start", "everywhere"], 2, "argument --start: invalid choice: 'everywhere'"),
     (["--drawn-sweeps", "-2"], 2, "argument --drawn-sweeps: expected 'auto' or an int >= 0, got '-2'"),
-    (["--drawn-sweeps", "60"], 1, "jsmf: error: --drawn-sweeps (60) must be below 'sweeps' (50)"),
+    (["--drawn-sweeps", "60"], 1, "jsmf: error: --drawn-sweeps (60) must be below 'sweeps' (50; 'auto' without "
+                                "validation documents)"),
+    (["--sweeps", "0"], 2, "argument --sweeps: expected 'auto' or an int >= 1, got '0'"),
 ])
 def test_cli_refuses_bad_refine_options_before_writing(lda_root, argv, status, message, capsys):
     from jsmf_dask.cli import main
