@@ -188,7 +188,8 @@ def refine(
         :data:`VALIDATION_SCORED_DOCS` of them, a sample by id; the others
         train), and refine
         stops when their perplexity has not improved for
-        :data:`~jsmf_dask.pipeline.refine_sweeps.PATIENCE` sweeps. Default: the
+        :data:`~jsmf_dask.pipeline.refine_sweeps.PATIENCE` sweeps (a sampled run:
+        :data:`~jsmf_dask.pipeline.refine_sweeps.SAMPLED_PATIENCE`). Default: the
         fraction ``cooc.zarr`` left out
         (``jsmf cooccur --validation``), none when it left out none; another
         non-zero value is an error (the spectral model saw those documents,

@@ -328,6 +328,22 @@ def test_sweeps_in_groups_reach_whole_sweeps_likelihood_in_fewer_sweeps(plain_ld
     assert final["faster"] <= final["slower"] * (1 + 1e-4), final
 
 
+def test_the_validation_stop_by_hand():
+    """``stopped_improving``: the last ``patience`` scores against the best before them, at IMPROVEMENT over
+    PATIENCE sweeps (0.0167% a sweep): over 5 sweeps a gain of 0.05% stops and 0.1% does not; over 10 (a sampled
+    run's) 0.16% stops and 0.17% does not; a curve no longer than the patience, or from an unscored start, never."""
+    from jsmf_dask.pipeline.refine_sweeps import SAMPLED_PATIENCE, stopped_improving
+
+    assert PATIENCE == 5 and SAMPLED_PATIENCE == 10 and abs(IMPROVEMENT - 5 * 5e-4 / 3) < 1e-15
+    assert stopped_improving([100.0] + [99.95] * 5)
+    assert not stopped_improving([100.0] + [99.9] * 5)
+    assert not stopped_improving([100.0] + [99.95] * 5, SAMPLED_PATIENCE)  # too short to tell
+    assert stopped_improving([100.0] + [99.84] * 10, SAMPLED_PATIENCE)
+    assert not stopped_improving([100.0] + [99.83] * 10, SAMPLED_PATIENCE)
+    assert stopped_improving([100.0, 98.0] + [99.0] * 5)  # worse than the best before: stopped
+    assert not stopped_improving([float("nan")] + [99.0] * 5)
+
+
 def test_auto_sweeps_caps_runs_by_whether_validation_documents_stop_them(plain_lda_root, monkeypatch):
     """``sweeps='auto'`` (the default) is AUTO_SWEEPS where validation documents stop refine and
     AUTO_SWEEPS_UNVALIDATED where none do; a number is kept. With the two patched to 3 and 2 (fewer sweeps than the
@@ -1168,7 +1184,7 @@ def test_a_sampled_run_returns_the_mean_of_its_last_states(plain_lda_root, monke
     last SAMPLED_AVERAGED_STATES states (never the start), whether the sweeps ran out or the validation documents
     stopped the run (what it gains on real text is measured in the benchmarks README, session 36)."""
     from jsmf_dask.kernels.collapsed import collapsed_topics
-    from jsmf_dask.pipeline.refine_sweeps import SAMPLED_AVERAGED_STATES
+    from jsmf_dask.pipeline.refine_sweeps import SAMPLED_AVERAGED_STATES, SAMPLED_PATIENCE, stopped_improving
 
     states = _recording_sums(monkeypatch)
     run = refine(plain_lda_root, model="ap", name="sampled-mean", method="sampled", sweeps=12, tol=None,
@@ -1183,6 +1199,10 @@ def test_a_sampled_run_returns_the_mean_of_its_last_states(plain_lda_root, monke
     stopped = refine(plain_lda_root, model="ap", name="sampled-stopped", method="sampled", sweeps=50, tol=None,
                      refit="never")
     assert stopped.attrs["stopped"] == "validation" and stopped.n_iter < 50
+    # by its own stop (SAMPLED_PATIENCE), which no shorter run of its curve met
+    curve = list(open_model(plain_lda_root, "sampled-stopped").trace["validation_perplexity"][:-1])
+    assert stopped_improving(curve, SAMPLED_PATIENCE)
+    assert not any(stopped_improving(curve[:n], SAMPLED_PATIENCE) for n in range(1, len(curve)))
     assert stopped.attrs["returned_state"] == stopped.n_iter + 1
     assert stopped.attrs["averaged_states"] == SAMPLED_AVERAGED_STATES
     np.testing.assert_allclose(stopped.B, collapsed_topics(np.mean(states[-SAMPLED_AVERAGED_STATES:], axis=0), eta),
