@@ -153,8 +153,8 @@ def refine(
         ``method='auto'`` runs the sampled method, the sampled method from a chain's topics too. ``'both'``: every
         run from ``model`` and from a chain's topics, the two racing on the validation documents
         (:data:`~jsmf_dask.pipeline.refine_candidates.START_RACE_SWEEPS`; needs them). Measured in the README: where
-        the chain's run was kept held-out perplexity fell 0.4–1.4% on real text (the man pages, the NIPS papers at
-        K 20) and rose 0.5% on short baskets; refine takes 1.5–3.6× as long. The start run is in ``attrs['start']``.
+        the chain's run was kept held-out perplexity fell 1.0–1.4% on real text (the man pages and the NIPS papers
+        at K 20) and rose 0.5% on short baskets; refine takes 1.5–3.6× as long. The start run is in ``attrs['start']``.
     sweeps : 'auto' or int, default='auto'
         Passes over the corpus at most. ``'auto'``: :func:`~jsmf_dask.pipeline.refine_sweeps.max_sweeps` (100 with
         validation documents, whose stop ends a run first; 50 without them, where the cap is the stop).
