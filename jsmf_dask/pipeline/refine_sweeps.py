@@ -32,7 +32,7 @@ from jsmf_dask.stages.refine import SweepParams, add_sums, gamma_dir, load_tasks
 
 __all__ = ["SweepRecord", "SweepRun", "DroppedRun", "Overrelaxation", "run_sweeps", "run_together", "sweep_loop",
            "validation_perplexity", "prepared_blocks", "PATIENCE", "IMPROVEMENT", "SAMPLED_PATIENCE", "AUTO_SWEEPS",
-           "AUTO_SWEEPS_UNVALIDATED", "max_sweeps", "OVERRELAX_GROWTH",
+           "AUTO_SWEEPS_UNVALIDATED", "max_sweeps", "stopped_improving", "OVERRELAX_GROWTH",
            "OVERRELAX_MAX_STEP", "SWEEP_GROUPS", "SAMPLED_AVERAGED_STATES"]
 
 
@@ -72,7 +72,7 @@ SAMPLED_PATIENCE = 10
 #: :data:`IMPROVEMENT`), and where none do. With them the stop, not the cap, should end a run: at 50, CVB0 on this
 #: machine's man pages at K 50 was still gaining 0.05% a sweep when the cap ended it (336.0 → 335.3 over its last
 #: five); with 100 it stopped by the validation documents after 72 sweeps, 0.7 points lower held out (−1.86% →
-#: −2.52% against Gibbs, by the exact fold-in; refine 18.5 → 27 s), while every other (corpus, K) measured stops
+#: −2.52% against Gibbs, by the exact fold-in; refine 19.6 → 27.4 s), while every other (corpus, K) measured stops
 #: before 50 and is unchanged (the benchmarks README, session 42). Without them the cap is the stop, and 50 sweeps
 #: already overfit a small corpus (MovieLens at K 50: +3.7% held out against the validation stop, session 33).
 AUTO_SWEEPS = 100
@@ -85,6 +85,7 @@ def max_sweeps(sweeps: int | str, validation: float | None) -> int:
     if sweeps != "auto":
         return int(sweeps)
     return AUTO_SWEEPS if validation else AUTO_SWEEPS_UNVALIDATED
+
 
 #: :class:`Overrelaxation`'s step grows by this factor after each soft sweep, up to :data:`OVERRELAX_MAX_STEP`.
 #: Measured (session 26, the benchmarks README; the same starts, held-out documents and scorer, the 0.1% stop):
