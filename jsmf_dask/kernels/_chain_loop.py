@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from jsmf_dask.kernels._categorical import pick
+
 
 @njit(cache=True, nogil=True)
 def chain_loop(indptr, indices, data, alpha, eta, iterations, seed, word_topic, doc_topic):
@@ -57,14 +59,7 @@ def chain_loop(indptr, indices, data, alpha, eta, iterations, seed, word_topic, 
                     for t in range(k):
                         weights[t] = (word_topic[w, t] + eta) * inverse[t] * (doc_topic[d, t] + alpha[t])
                         total += weights[t]
-                    u = np.random.random() * total
-                    new = k - 1
-                    acc = 0.0
-                    for t in range(k - 1):
-                        acc += weights[t]
-                        if acc > u:
-                            new = t
-                            break
+                    new = pick(weights, total, np.random.random())
                     topic[i] = new
                     word_topic[w, new] += 1.0
                     doc_topic[d, new] += 1.0

@@ -11,17 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
-@njit(cache=True, nogil=True)
-def _pick(weights, total, u):
-    """The first topic whose cumulative weight exceeds ``u * total`` (the last one if none does)."""
-    target = u * total
-    acc = 0.0
-    for t in range(weights.size - 1):
-        acc += weights[t]
-        if acc > target:
-            return t
-    return weights.size - 1
+from jsmf_dask.kernels._categorical import pick
 
 
 @njit(cache=True, nogil=True)
@@ -67,7 +57,7 @@ def sampled_theta_loop(indptr, indices, data, B, alpha, seeds, burn_in, draws, t
                 weights[t] = B[words[i], t] * alpha[t]
                 total += weights[t]
             u = np.random.random()
-            topic[i] = _pick(weights, total, u) if total > 0.0 else -1
+            topic[i] = pick(weights, total, u) if total > 0.0 else -1
             if topic[i] >= 0:
                 counts[topic[i]] += 1.0
         for sweep in range(burn_in + draws):
@@ -83,7 +73,7 @@ def sampled_theta_loop(indptr, indices, data, B, alpha, seeds, burn_in, draws, t
                 if sweep >= burn_in:
                     for t in range(k):
                         expected[t] += weights[t] / total
-                topic[i] = _pick(weights, total, u)
+                topic[i] = pick(weights, total, u)
                 counts[topic[i]] += 1.0
         n_counted = 0.0
         for t in range(k):

@@ -30,7 +30,8 @@ _SUMMED_COUNTS = 16
 @njit(cache=True, fastmath=_FASTMATH, nogil=True)
 def _draw(phi, counts, alpha, k, u_scale):
     """The topic of one token: weights ``φ_t (counts_t + α_t)``, the first topic whose cumulative weight
-    exceeds ``u_scale`` times their sum."""
+    exceeds ``u_scale`` times their sum (:func:`~jsmf_dask.kernels._categorical.pick`'s walk, each weight computed
+    where it is added instead of read from a stored row)."""
     s = 0.0
     for t in range(k):
         s += phi[t] * (counts[t] + alpha[t])
