@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -231,9 +232,24 @@ def connect(
             cluster.close()
 
 
-def registered_workers(client) -> dict:
-    """The scheduler's workers now: ``{address: info}`` (info has ``memory_limit``, ``nthreads``)."""
-    return client.scheduler_info(n_workers=-1)["workers"]
+def registered_workers(client, attempts: int = 3) -> dict:
+    """The scheduler's workers now: ``{address: info}`` (info has ``memory_limit``, ``nthreads``).
+
+    Asks the scheduler itself, not ``Client.scheduler_info``: that returns the client's shared cache, which its
+    periodic refresh rewrites without any worker (and which a failed query leaves as it was), so it can read as
+    "every worker left" while they are all there. A query that fails with a connection error is retried
+    ``attempts`` times, then raised as :class:`ClusterError`.
+    """
+    for attempt in range(attempts):
+        try:
+            return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+        except OSError as err:
+            failure = err
+            if attempt + 1 < attempts:
+                time.sleep(0.5 * 2**attempt)
+    raise ClusterError(f"the scheduler at {client.scheduler.address} did not answer which workers it has "
+                       f"({attempts} attempts; the last: {failure}): check that it is running and reachable, then "
+                       "rerun (committed stages are kept)")
 
 
 def total_memory(client) -> int:

@@ -88,6 +88,25 @@ def listing(root: Path) -> list[str]:
     return sorted(found)
 
 
+class FakeClient:
+    """A client stand-in for the planning functions: a scheduler that answers ``identity`` with ``workers``
+    (``{address: {"nthreads": ..., "memory_limit": ...}}``), ``failures`` times with a connection error first."""
+
+    def __init__(self, workers: dict, failures: int = 0):
+        self.workers, self.failures, self.queries = workers, failures, 0
+        self.scheduler = self
+        self.address = "tcp://127.0.0.1:1"
+
+    def identity(self, n_workers: int = 0) -> dict:
+        self.queries += 1
+        if self.queries <= self.failures:
+            raise OSError("connection reset by peer")
+        return {"workers": self.workers if n_workers == -1 else {}}
+
+    def sync(self, func, *args, **kwargs):
+        return func(*args, **kwargs)
+
+
 @pytest.fixture(scope="session")
 def reuters_cbar(tmp_path_factory):
     """C̄ and 10 anchors of the Reuters corpus (1,500 words), from the stages, for solver tests."""

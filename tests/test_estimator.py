@@ -324,6 +324,8 @@ def test_a_dask_array_larger_than_a_workers_memory_fits_under_its_limit(tmp_path
     da = pytest.importorskip("dask.array")
     from distributed import Client, LocalCluster
 
+    from jsmf_dask.cluster import registered_workers
+
     n_docs, n_words, rows = 150_000, 1000, 5000
     rng = np.random.default_rng(3)
     B = rng.dirichlet(np.full(n_words, 0.1), size=5).T  # five topics over 1,000 words
@@ -339,9 +341,9 @@ def test_a_dask_array_larger_than_a_workers_memory_fits_under_its_limit(tmp_path
     assert X.nbytes > 1.5 * limit
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, memory_limit=limit,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        before = set(client.scheduler_info()["workers"])
+        before = set(registered_workers(client))
         model = RectifiedAnchorWords(5, refine_sweeps=2, work_dir=tmp_path).fit(X)
-        assert set(client.scheduler_info()["workers"]) == before  # the same worker process, never restarted
+        assert set(registered_workers(client)) == before  # the same worker process, never restarted
     assert list(tmp_path.iterdir()) == []  # the temporary run root is gone
     # each fitted topic is close to one true topic (L1 < 0.5; unrelated Dirichlet(0.1) topics are ~1.6 apart)
     distance = np.abs(model.components_[:, None, :] - B.T[None, :, :]).sum(axis=2)

@@ -20,7 +20,7 @@ import pytest
 
 from jsmf_dask import cooccur, fit, open_cooccurrence, refine, synth
 from jsmf_dask.cli import main
-from jsmf_dask.cluster import connect
+from jsmf_dask.cluster import connect, registered_workers
 
 BIN = Path(sys.executable).parent
 
@@ -103,7 +103,7 @@ def bare_scheduler(tmp_path):
     def stop_workers() -> None:
         _stop(workers)
         with Client(address, timeout=30) as client:
-            _wait_for(lambda: not client.scheduler_info(n_workers=-1)["workers"], 30, "the workers to leave")
+            _wait_for(lambda: not registered_workers(client), 30, "the workers to leave")
 
     try:
         address = _start_scheduler(tmp_path, procs)
@@ -570,7 +570,7 @@ def test_workers_in_their_own_mount_namespace(tmp_path, capsys):
         procs.append(_start_worker_in_namespace(address, "pod0", private, elsewhere))
         with Client(address, timeout=30) as client:
             client.wait_for_workers(1, timeout=60)
-            (worker,) = client.scheduler_info(n_workers=-1)["workers"]
+            (worker,) = registered_workers(client)
         assert main(["run", str(configs["private"]), "--scheduler", address, "--quiet"]) == 1
         err = capsys.readouterr().err
         assert f"worker {worker} cannot see {private / REUTERS_DOCWORD.name}" in err, err

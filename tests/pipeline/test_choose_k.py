@@ -15,6 +15,7 @@ from jsmf_dask.pipeline.choose_k import choose_k, model_names
 from jsmf_dask.pipeline.synth import synth
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
+from tests.conftest import FakeClient
 
 
 def _plain_lda_root(base, k: int):
@@ -201,26 +202,21 @@ def test_on_a_cluster_the_k_are_fitted_side_by_side_unpinned(tmp_path):
                                    open_model(str(here), model_names(k)[1]).arrays["B"], rtol=0, atol=1e-8)
 
 
-class _Workers:
-    """A client stand-in for the planning functions: ``scheduler_info`` with the given workers."""
-
-    def __init__(self, **workers):
-        self.workers = {addr: {"nthreads": n, "memory_limit": gib * 2**30} for addr, (n, gib) in workers.items()}
-
-    def scheduler_info(self, n_workers=-1):
-        return {"workers": self.workers}
+def _cluster(**workers) -> FakeClient:
+    """A client stand-in whose workers are given as ``address=(threads, GiB)``."""
+    return FakeClient({addr: {"nthreads": n, "memory_limit": gib * 2**30} for addr, (n, gib) in workers.items()})
 
 
 def test_fits_run_side_by_side_on_a_cluster_only_where_every_worker_thread_holds_one():
     from jsmf_dask.pipeline.fit_plan import concurrent_in_task_fits, fat_worker
 
     half = 2**29  # 0.5 GiB: within 80% of 1 GiB once, not twice
-    assert concurrent_in_task_fits(_Workers(a=(1, 1), b=(1, 1)), half) == 2
-    assert concurrent_in_task_fits(_Workers(a=(2, 1), b=(1, 1)), half) == 1  # a could take two at once
-    assert concurrent_in_task_fits(_Workers(a=(2, 2), b=(1, 1)), half) == 3
-    assert concurrent_in_task_fits(_Workers(a=(1, 1), b=(1, 0.25)), half) == 1  # b cannot hold one
-    assert fat_worker(_Workers(a=(1, 1), b=(1, 1)), half) is None  # any worker: unpinned
-    assert fat_worker(_Workers(a=(1, 1), b=(1, 0.25)), half) == "a"  # only a: pinned there
+    assert concurrent_in_task_fits(_cluster(a=(1, 1), b=(1, 1)), half) == 2
+    assert concurrent_in_task_fits(_cluster(a=(2, 1), b=(1, 1)), half) == 1  # a could take two at once
+    assert concurrent_in_task_fits(_cluster(a=(2, 2), b=(1, 1)), half) == 3
+    assert concurrent_in_task_fits(_cluster(a=(1, 1), b=(1, 0.25)), half) == 1  # b cannot hold one
+    assert fat_worker(_cluster(a=(1, 1), b=(1, 1)), half) is None  # any worker: unpinned
+    assert fat_worker(_cluster(a=(1, 1), b=(1, 0.25)), half) == "a"  # only a: pinned there
 
 
 def test_choose_k_scores_only_validation_documents_no_refine_trained_on(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import zarr
 from jsmf_dask import RectifiedAnchorWords, cooccur, find_anchors, fit, open_cooccurrence, open_model, recover, rectify, synth
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.parquet import read_parquet
-from tests.conftest import listing
+from tests.conftest import FakeClient, listing
 
 
 @pytest.fixture(scope="module")
@@ -220,16 +220,13 @@ def test_in_task_memory_is_checked_before_starting():
     from jsmf_dask.pipeline.fit_plan import fat_worker
     from jsmf_dask.pipeline.fit_plan import in_task_memory
 
-    class FakeClient:
-        def scheduler_info(self, n_workers=-1):
-            return {"workers": {"tcp://10.0.0.1:1": {"memory_limit": 4 * 2**30},
-                                "tcp://10.0.0.2:1": {"memory_limit": 8 * 2**30}}}
-
+    client = FakeClient({"tcp://10.0.0.1:1": {"memory_limit": 4 * 2**30},
+                         "tcp://10.0.0.2:1": {"memory_limit": 8 * 2**30}})
     need = in_task_memory(15000)  # 2.5 · 8 · 15000² bytes + 256 MiB ≈ 4.4 GiB: not in 80% of 4 GiB
-    assert fat_worker(FakeClient(), need) == "tcp://10.0.0.2:1"
+    assert fat_worker(client, need) == "tcp://10.0.0.2:1"
     with pytest.raises(StoreError, match=r"needs about 8\.\d GiB in one task; the largest worker \(tcp://10\.0\.0\.2:1\) "
                                          r"has a memory limit of 8\.0 GiB\. Start a worker with --memory-limit"):
-        fat_worker(FakeClient(), in_task_memory(21000))
+        fat_worker(client, in_task_memory(21000))
 
 
 @pytest.mark.parametrize("threshold", [10_000, 0])
