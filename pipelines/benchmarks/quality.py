@@ -24,6 +24,11 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 * ``sampled``: ``cvb0``'s priors and stops with ``method='sampled'`` (each document's topics drawn by Gibbs
   sampling under the sweep's topics);
 
+and, from the topics of Gibbs's first chain (seed 0; with ``gibbs`` among the peers):
+
+* ``cvb0-from-gibbs``: CVB0 with the default's priors and stops (session 44: it stays in the basin of Gibbs's
+  topics, whose words are each in fewer topics than the spectral start's; timed as the chain plus the refine);
+
 and, on every document not held out (the validation ones too: the default
 refine trains on them as well, by its refit or beyond its scored sample):
 tomotopy's collapsed Gibbs sampler (1000 iterations, its α 0.1, η 0.01; with
@@ -106,6 +111,8 @@ REFINES = {
     "cvb0-drawn-eta-chosen": {"method": "cvb0", "drawn_sweeps": 20, "eta": [0.01, 0.05]},
     "sampled": {"method": "sampled"},
 }
+#: Refines started from Gibbs's first chain (``k<K>-gibbs``) instead of AP.
+FROM_GIBBS = {"cvb0-from-gibbs": {"method": "cvb0"}}
 
 
 def _ingest_kwargs(name: str, data: Path) -> dict | None:
@@ -225,7 +232,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
     """Every method at every K on one corpus; returns the rows."""
     import dask
 
-    from jsmf_dask import cooccur, evaluate, fit
+    from jsmf_dask import cooccur, evaluate, fit, open_model
     from jsmf_dask.parameters import refined_fit_iterations
     from jsmf_dask.pipeline.gibbs import fit_gibbs, median_chain
     from jsmf_dask.pipeline.refine import refine
@@ -266,6 +273,13 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                               overwrite=True)
                     seconds[label] = [time.perf_counter() - t0]
                     print(f"{name} K={k}: gibbs seed {seed} {seconds[label][0]:.1f} s", file=sys.stderr, flush=True)
+                for label, kwargs in FROM_GIBBS.items():
+                    if label not in args.refines.split(","):
+                        continue
+                    t0 = time.perf_counter()
+                    refine(root, model=f"k{k}-gibbs", name=f"k{k}-{label}", overwrite=True, **kwargs)
+                    seconds[f"k{k}-{label}"] = [seconds[f"k{k}-gibbs"][0] + time.perf_counter() - t0]
+                    print(f"{name} K={k}: {label} {seconds[f'k{k}-{label}'][0]:.1f} s", file=sys.stderr, flush=True)
             if "sklearn" in args.peers:
                 from sklearn.decomposition import LatentDirichletAllocation
 
@@ -283,9 +297,10 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
             paired = _paired_to_gibbs(root, names, reference)
             fixed = statistics.median(seconds["ingest"]) + statistics.median(seconds["cooccur"]) + \
                 statistics.median(seconds[f"k{k}-ap"])
+            p_word = open_model(root, f"k{k}-ap").arrays["p_word"]  # the training documents' word frequencies
             for model, entry in metrics.items():
                 # the chain of median perplexity is the reference ("gibbs"); the others are "gibbs-chain"
-                method = "gibbs" if model == reference else "gibbs-chain" if "-gibbs" in model else \
+                method = "gibbs" if model == reference else "gibbs-chain" if model in chains else \
                     model.split("-", 1)[1]
                 own = statistics.median(seconds[model])
                 end_to_end = fixed if method == "ap" else fixed + own if method in REFINES else own
@@ -296,12 +311,21 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                        "dissimilarity": entry["original_C"].get("dissimilarity"),
                        "coherence": entry["original_C"].get("coherence"),
                        "npmi": entry["original_C"].get("npmi"),
+                       "word_topic_entropy": _word_topic_entropy(open_model(root, model).arrays["B"], p_word),
                        "seconds": own, "end_to_end_seconds": end_to_end} | paired.get(model, {})
                 if truth is not None:
-                    from jsmf_dask import open_model
                     row["B_l1"] = matched_l1(open_model(root, model).arrays["B"], truth)
                 rows.append(row)
     return {"corpus": name, "rows": rows}
+
+
+def _word_topic_entropy(B: np.ndarray, p_word: np.ndarray) -> float:
+    """Over how many topics (2^H) a word's tokens spread, in bits (:func:`~jsmf_dask.kernels.metrics.word_topic_entropy`
+    under the shares with which ``B`` explains ``p_word``)."""
+    from jsmf_dask.kernels.metrics import word_topic_entropy
+    from jsmf_dask.kernels.variational import topic_shares
+
+    return word_topic_entropy(B, topic_shares(B, p_word), p_word)
 
 
 def _paired_to_gibbs(root: str, names: list[str], gibbs: str | None) -> dict[str, dict]:
@@ -326,7 +350,7 @@ def _paired_to_gibbs(root: str, names: list[str], gibbs: str | None) -> dict[str
 def _table(rows: list[dict]) -> str:
     gibbs = {r["K"]: r for r in rows if r["method"] == "gibbs"}
     cols = ["K", "method", "perplexity", "vs Gibbs", "sampled fold-in", "vs Gibbs (sampled)", "B_l1", "specificity",
-            "dissimilarity", "coherence", "npmi", "seconds", "end_to_end_seconds", "Gibbs / ours"]
+            "H(k|w)", "dissimilarity", "coherence", "npmi", "seconds", "end_to_end_seconds", "Gibbs / ours"]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
 
     def against(r: dict, g: dict | None, key: str, suffix: str) -> str:
@@ -344,7 +368,7 @@ def _table(rows: list[dict]) -> str:
             if g and r["method"] not in ("gibbs", "gibbs-chain", "sklearn") \
             else ""
         vals = [r["K"], r["method"], r["perplexity"], vs, r.get("perplexity_sampled"), vs_sampled, r.get("B_l1"),
-                r["specificity"], r["dissimilarity"],
+                r["specificity"], r.get("word_topic_entropy"), r["dissimilarity"],
                 r["coherence"], r.get("npmi"), r["seconds"], r["end_to_end_seconds"], speed]
         out.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
                                      for v in vals) + " |")
@@ -381,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpora", default="nips-papers,reuters,nips17-bow,movielens,lda-20k")
     p.add_argument("--topics", default="20,50", help="K values (lda-* corpora use their own K)")
     p.add_argument("--runs", type=int, default=3, help="repeats of our pipeline (median seconds)")
-    p.add_argument("--refines", default=",".join(REFINES), help="which refines of AP to run (names above)")
+    p.add_argument("--refines", default=",".join([*REFINES, *FROM_GIBBS]),
+                   help="which refines to run (names above)")
     p.add_argument("--gibbs-iterations", type=int, default=1000)
     p.add_argument("--gibbs-seeds", type=int, default=1,
                    help="Gibbs chains (seeds 0, 1, ...): the one of median perplexity is the reference")

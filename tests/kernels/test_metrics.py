@@ -98,3 +98,19 @@ def test_against_slow_references(seed):
     assert coherence(top, D1, D2_top, form="mimno") == pytest.approx(slow_mimno, rel=1e-12)
     Arow = Am.sum(axis=1)
     assert dominancy(Am)[0] == pytest.approx(sum(Am[t, t] / Arow[t] for t in range(k)) / k, rel=1e-12)
+
+
+def test_word_topic_entropy_by_hand():
+    """Two topics over three words: the middle word (half the tokens) is in both, the others in one. Even shares
+    split it 1:1 (1 bit, weighted by 1/2: 0.5); shares 3:1 split it 0.75:0.25 (0.8113 bits: 0.4056). A word no
+    topic holds is left out, and p need not be normalised."""
+    from jsmf_dask.kernels.metrics import word_topic_entropy
+
+    B = np.array([[0.5, 0.0], [0.5, 0.5], [0.0, 0.5]])
+    p = np.array([0.25, 0.5, 0.25])
+    assert word_topic_entropy(B, np.array([0.5, 0.5]), p) == pytest.approx(0.5, abs=1e-15)
+    split = -(0.75 * np.log2(0.75) + 0.25 * np.log2(0.25))  # 0.811278...
+    assert word_topic_entropy(B, np.array([0.75, 0.25]), p) == pytest.approx(0.5 * split, abs=1e-15)
+    B0 = np.vstack([B, np.zeros((1, 2))])
+    assert word_topic_entropy(B0, np.array([0.5, 0.5]), 4 * np.append(p, 0.1)) == pytest.approx(0.5, abs=1e-15)
+    assert word_topic_entropy(np.eye(3), np.full(3, 1 / 3), np.ones(3)) == 0.0  # every word in one topic
