@@ -26,8 +26,11 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 
 and, from the topics of Gibbs's first chain (seed 0; with ``gibbs`` among the peers):
 
-* ``cvb0-from-gibbs``: CVB0 with the default's priors and stops (session 44: it stays in the basin of Gibbs's
-  topics, whose words are each in fewer topics than the spectral start's; timed as the chain plus the refine);
+* ``cvb0-from-gibbs``: CVB0 with the default's priors, 50 sweeps (or until the counts settle) without the
+  validation stop: the chain trained on the validation documents, so their scores would only say that refine
+  forgets them (timed as the chain plus the refine);
+* ``cvb0-from-gibbs-3``: the same, 3 sweeps. Session 44: between the two, held-out perplexity falls on text
+  while the topics lose the chain's specificity;
 
 and, on every document not held out (the validation ones too: the default
 refine trains on them as well, by its refit or beyond its scored sample):
@@ -112,7 +115,8 @@ REFINES = {
     "sampled": {"method": "sampled"},
 }
 #: Refines started from Gibbs's first chain (``k<K>-gibbs``) instead of AP.
-FROM_GIBBS = {"cvb0-from-gibbs": {"method": "cvb0"}}
+FROM_GIBBS = {"cvb0-from-gibbs": {"method": "cvb0", "validation": 0},
+              "cvb0-from-gibbs-3": {"method": "cvb0", "validation": 0, "sweeps": 3}}
 
 
 def _ingest_kwargs(name: str, data: Path) -> dict | None:
