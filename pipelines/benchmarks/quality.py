@@ -23,6 +23,8 @@ default route runs before refinement: 20 up to K = 20, 50 above), then from AP:
 * ``cvb0-drawn-eta-chosen``: 20 drawn sweeps always, η chosen;
 * ``sampled``: ``cvb0``'s priors and stops with ``method='sampled'`` (each document's topics drawn by Gibbs
   sampling under the sweep's topics);
+* ``cvb0-100``: CVB0 with the default's priors, 100 sweeps without any stop (``validation=0, tol=None``): what
+  the default's stops leave (session 44);
 
 and, from the topics of Gibbs's first chain (seed 0; with ``gibbs`` among the peers):
 
@@ -113,6 +115,7 @@ REFINES = {
     "cvb0-eta-chosen": {"method": "cvb0", "eta": [0.01, 0.05]},
     "cvb0-drawn-eta-chosen": {"method": "cvb0", "drawn_sweeps": 20, "eta": [0.01, 0.05]},
     "sampled": {"method": "sampled"},
+    "cvb0-100": {"method": "cvb0", "sweeps": 100, "validation": 0, "tol": None},
 }
 #: Refines started from Gibbs's first chain (``k<K>-gibbs``) instead of AP.
 FROM_GIBBS = {"cvb0-from-gibbs": {"method": "cvb0", "validation": 0},
