@@ -327,8 +327,8 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
 
 
 def _word_topic_entropy(B: np.ndarray, p_word: np.ndarray) -> float:
-    """Over how many topics (2^H) a word's tokens spread, in bits (:func:`~jsmf_dask.kernels.metrics.word_topic_entropy`
-    under the shares with which ``B`` explains ``p_word``)."""
+    """Over how many topics (2^H) a word's tokens spread, in bits
+    (:func:`~jsmf_dask.kernels.metrics.word_topic_entropy` under the shares with which ``B`` explains ``p_word``)."""
     from jsmf_dask.kernels.metrics import word_topic_entropy
     from jsmf_dask.kernels.variational import topic_shares
 
