@@ -311,6 +311,7 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                     model.split("-", 1)[1]
                 own = statistics.median(seconds[model])
                 end_to_end = fixed if method == "ap" else fixed + own if method in REFINES else own
+                B = open_model(root, model).arrays["B"]
                 row = {"corpus": name, "K": k, "method": method,
                        "perplexity": entry["heldout"].get("perplexity"),
                        "perplexity_sampled": entry["heldout"].get("sampled_fold_in", {}).get("perplexity"),
@@ -318,10 +319,10 @@ def run_corpus(name: str, topics: list[int], args) -> dict:
                        "dissimilarity": entry["original_C"].get("dissimilarity"),
                        "coherence": entry["original_C"].get("coherence"),
                        "npmi": entry["original_C"].get("npmi"),
-                       "word_topic_entropy": _word_topic_entropy(open_model(root, model).arrays["B"], p_word),
+                       "word_topic_entropy": _word_topic_entropy(B, p_word),
                        "seconds": own, "end_to_end_seconds": end_to_end} | paired.get(model, {})
                 if truth is not None:
-                    row["B_l1"] = matched_l1(open_model(root, model).arrays["B"], truth)
+                    row["B_l1"] = matched_l1(B, truth)
                 rows.append(row)
     return {"corpus": name, "rows": rows}
 
