@@ -82,8 +82,9 @@ def _against(source: StoredRows, model: FittedModel, block: int) -> dict[str, An
         p_S = rows.sum(axis=1)
         Cbar_S = rows / np.where(p_S > 0, p_S, 1.0)[:, None]
         W = model.arrays.get("weights")
-    (parts, p), = _progress.compute(fit_partials_tasks(source, B, A, W=W if has_anchors else None,
-                                                         Cbar_S=Cbar_S, block=block))
+    with _progress.data_in_graph():  # B's rows, B A and the anchors' rows of C̄: N × K each
+        (parts, p), = _progress.compute(fit_partials_tasks(source, B, A, W=W if has_anchors else None,
+                                                             Cbar_S=Cbar_S, block=block))
     return _measures(parts, p, model)
 
 
@@ -173,9 +174,10 @@ def _heldout_scores(root: str, models: dict[str, tuple[np.ndarray, np.ndarray]],
                     fold_ins: tuple[str, ...]) -> dict[str, DocumentScores]:
     """:func:`heldout_document_scores` of models given as ``name -> (B, alpha)``."""
     corpus = corpus_dir(root)
-    (scores,) = _progress.compute(document_scores_tasks(list_blocks(corpus), read_vocabulary(corpus).num_rows,
-                                                        DocumentSplit(heldout=fraction), models, which="heldout",
-                                                        fold_ins=fold_ins))
+    with _progress.data_in_graph():  # every model's B
+        (scores,) = _progress.compute(document_scores_tasks(list_blocks(corpus), read_vocabulary(corpus).num_rows,
+                                                            DocumentSplit(heldout=fraction), models,
+                                                            which="heldout", fold_ins=fold_ins))
     if scores[fold_ins[0]].n_tokens.sum() == 0:
         raise StoreError(f"{corpus}: no held-out document at fraction {fraction}")
     return scores

@@ -121,7 +121,8 @@ def infer(root: str, *, model: str | None = None, overwrite: bool = False) -> In
     with staged_output(doc_topics_path(root, model), root=root, overwrite=overwrite) as tmp:
         fs, path = get_fs(tmp)
         fs.makedirs(path, exist_ok=True)
-        counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp, model_prior(fitted.arrays)))
+        with _progress.data_in_graph():  # the model's B
+            counts = _progress.compute(*doc_topic_tasks(blocks, n_words, B, tmp, model_prior(fitted.arrays)))
         write_file(join(tmp, INFER_INFO), topic_info(model, B, fitted.arrays.get("anchors", ()),
                                                      display_words(corpus, words)), root=root)
     return InferReport(doc_topics_path(root, model), model, int(sum(counts)), B.shape[1])

@@ -135,7 +135,8 @@ def transform(root: str, inputs: Sequence[str], *, output: str, model: str | Non
             partitions, scratch, len(source_words) if source_words is not None else None)))
         raw_files = [url for info in infos for url, _ in info.files]
         mapping = _mapping(words, source_words)
-        blocks = _progress.compute(*transform_tasks(raw_files, mapping, B, alpha, tmp))
+        with _progress.data_in_graph():  # the model's B
+            blocks = _progress.compute(*transform_tasks(raw_files, mapping, B, alpha, tmp))
         remove(scratch, root=tmp)
         if not sum(b.n_docs for b in blocks):
             raise InputError(f"{', '.join(inputs)}: no document was found")

@@ -232,3 +232,30 @@ def test_cli_prints_only_its_own_lines(tmp_path):
     assert errors == [f"jsmf: error: {bad}: line 51: field word is 'x'; expected an integer"], failed.stderr
     assert "Traceback" not in failed.stderr and "Compute Failed" not in failed.stderr and " INFO " not in failed.stderr
     assert not (tmp_path / "bad-run").exists()
+
+
+@pytest.mark.slow
+def test_stages_that_carry_a_models_topics_in_their_graphs_say_nothing_of_it(tmp_path):
+    """evaluate, infer and transform send a model's topics (N × K) inside their graphs on purpose, as refine does:
+    distributed's "Sending large graph … Consider loading the data with Dask directly" is advice a user cannot
+    follow (at N = 15,000 and K = 100 every such graph is 12 MB or more, over its 10 MB threshold). Here the
+    threshold is lowered below this model's B (1,200 × 8 float64: 77 kB) and above the graphs' own size."""
+    import warnings
+
+    import dask
+
+    from jsmf_dask import evaluate, fit, infer
+    from jsmf_dask.pipeline.transform import transform
+
+    root = tmp_path / "run"
+    with connect(n_workers=1, dashboard=False, memory_limit="2GiB"):
+        ingest(root, [str(REUTERS_DOCWORD)], vocab_size=1200, row_group_size=100)
+        cooccur(root, heldout=0.2)
+        fit(root, n_topics=8, iterations=20)
+        with dask.config.set({"distributed.admin.large-graph-warning-threshold": "40kB"}), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            evaluate(root, models=["k8-ap"])
+            infer(root, model="k8-ap")
+            transform(root, [str(REUTERS_DOCWORD)], output=str(tmp_path / "new"), model="k8-ap")
+    assert [str(w.message) for w in caught if "large graph" in str(w.message)] == []
