@@ -616,19 +616,80 @@ def test_a_refinement_worse_than_its_start_warns(plain_lda_root):
     with pytest.warns(ConvergenceWarning, match="held-out perplexity .* above .* of the topics of 'ap'"):
         r = refine(plain_lda_root, model="ap", sweeps=3, alpha=0.1, eta=500.0, name="smeared")
     # what it could change, and nothing it already did: α was fixed, the validation stop ran
-    assert r.attrs["warnings"][0].endswith("try alpha='auto', method='vb', or keep 'ap'")
+    assert r.attrs["warnings"][0].endswith("try alpha='auto', method='sampled', or keep 'ap'")
     assert open_model(plain_lda_root, "smeared").attrs["warnings"] == r.attrs["warnings"]
+
+
+def _exact_heldout_perplexities(root, models, fraction: float = 1.0) -> dict:
+    """Document completion by the exact fold-in of the held-out documents of ``root`` (a sample of ``fraction`` by
+    id) under each ``name -> (B, alpha)``, block by block as refine's final pass reads them: perplexities."""
+    from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
+    from jsmf_dask.kernels.doc_split import DocumentSplit, doc_hashes, sample_mask
+    from jsmf_dask.kernels.heldout import document_completion, split_tokens
+    from jsmf_dask.stages.infer import block_counts
+
+    loglik, tokens = dict.fromkeys(models, 0.0), 0.0
+    for block in list_blocks(corpus_dir(str(root))):
+        table = read_block(block, 300)
+        hashes = doc_hashes(table.column("doc_id"))
+        held = DocumentSplit(0.1, 0.05).masks(hashes=hashes)[0] & sample_mask(hashes, fraction)
+        observed, scored = split_tokens(block_counts(table, 300)[held], hashes[held])
+        for name, (B, alpha) in models.items():
+            ll, n, _ = document_completion(observed, scored, B, alpha, fold_in="sampled", hashes=hashes[held])
+            loglik[name] += ll.sum()
+        tokens += n.sum()
+    return {name: math.exp(-ll / tokens) for name, ll in loglik.items()} | {"n_tokens": tokens}
+
+
+def test_the_final_pass_checks_the_start_by_the_exact_fold_in_on_held_out_documents(plain_lda_root, monkeypatch):
+    """The final pass scores the held-out documents by the exact fold-in (the reference scorer) under the refined
+    topics and the start's: the values recomputed here from the stored models, to 1e-10; all of them below
+    HELDOUT_CHECKED_DOCS, a sample by id of about that many above it."""
+    import jsmf_dask.pipeline.refine as refine_module
+    from jsmf_dask.pipeline.evaluate import document_prior
+
+    start = open_model(plain_lda_root, "ap")
+    for checked, fraction in ((refine_module.HELDOUT_CHECKED_DOCS, 1.0), (100, 100 / 500)):  # 500 held out
+        monkeypatch.setattr(refine_module, "HELDOUT_CHECKED_DOCS", checked)
+        refine(plain_lda_root, model="ap", sweeps=3, name="checked", overwrite=True)
+        m = open_model(plain_lda_root, "checked")
+        expected = _exact_heldout_perplexities(plain_lda_root, {
+            "final": (m.arrays["B"], m.arrays["alpha"]), "start": (start.arrays["B"], document_prior(start)[0])},
+            fraction)
+        got = m.attrs["heldout"]["sampled_fold_in"]
+        assert got["n_tokens"] == expected["n_tokens"] > 0
+        assert got["final_perplexity"] == pytest.approx(expected["final"], rel=1e-10)
+        assert got["start_perplexity"] == pytest.approx(expected["start"], rel=1e-10)
+        assert got["final_perplexity"] < got["start_perplexity"]  # refine helps here, by the exact fold-in too
+        if fraction < 1:
+            assert got["n_tokens"] < 0.4 * m.attrs["heldout"]["n_tokens"]  # the VB fold-in's: every held-out one
+
+
+def test_a_refinement_worse_by_the_exact_fold_in_warns_whatever_the_vb_fold_in_says(plain_lda_root, monkeypatch):
+    """The warning follows the exact fold-in's comparison: with its scores made worse for the refined topics
+    (patched), refine warns although the VB fold-in scores the refined model better than its start."""
+    import jsmf_dask.stages.refine as stage
+    from jsmf_dask.exceptions import ConvergenceWarning
+
+    monkeypatch.setattr(stage, "_sampled_check", lambda held, *args: np.array([-2.0, -1.0, 1.0]) * held[0].shape[0])
+    with pytest.warns(ConvergenceWarning, match="ended with held-out perplexity .* above .* of the topics of 'ap'"):
+        r = refine(plain_lda_root, model="ap", sweeps=3, name="judged", overwrite=True)
+    held = r.attrs["heldout"]
+    assert held["sampled_fold_in"]["final_perplexity"] == pytest.approx(math.e ** 2)
+    assert held["sampled_fold_in"]["start_perplexity"] == pytest.approx(math.e)
+    assert held["final_perplexity"] < held["start_perplexity"]  # the VB fold-in's verdict, overruled
 
 
 def test_the_advice_of_a_worse_refinement_leaves_out_what_it_already_did():
     """The warning's advice: a learned α unless it was learned; without the validation stop, that stop (the
-    store's fraction, or how to make one) and half the sweeps it ran; the other method; and keeping the start. The
+    store's fraction, or how to make one) and half the sweeps it ran; another method (after CVB0 the sampled
+    passes); and keeping the start. The
     CLI gives the same advice in flags, `jsmf run` in its config's keys."""
     from jsmf_dask.cli_words import cli_words, config_words
     from jsmf_dask.pipeline.refine_start import what_to_try
     from jsmf_dask.pipeline.run_config import RunConfig
 
-    assert what_to_try("cvb0", "auto", 0.05, 0.05, "ap", 30) == "try method='vb', or keep 'ap'"
+    assert what_to_try("cvb0", "auto", 0.05, 0.05, "ap", 30) == "try method='sampled', or keep 'ap'"
     assert what_to_try("vb", 0.1, 0.05, 0.05, "ap", 30) == "try alpha='auto', method='cvb0', or keep 'ap'"
     assert what_to_try("vb", "auto", 0.0, 0.05, "k20-ap-cvb0", 25) == (
         "try the validation stop (validation=0.05), fewer sweeps (sweeps=12), method='cvb0', or keep 'k20-ap-cvb0'")
@@ -637,7 +698,7 @@ def test_the_advice_of_a_worse_refinement_leaves_out_what_it_already_did():
         "try the validation stop (validation=0.05), method='cvb0', or keep 'ap'")
     assert what_to_try("cvb0", 0.1, 0.0, None, "ap", 50) == (
         "try alpha='auto', validation documents to stop by (`jsmf cooccur --validation 0.05`, then refine), "
-        "fewer sweeps (sweeps=25), method='vb', or keep 'ap'")
+        "fewer sweeps (sweeps=25), method='sampled', or keep 'ap'")
     assert cli_words(what_to_try("vb", 0.1, 0.0, 0.05, "ap", 50)) == (
         "try --alpha auto, the validation stop (--validation 0.05), fewer sweeps (--sweeps 25), --method cvb0, "
         "or keep 'ap'")
