@@ -239,6 +239,12 @@ def refine(
     Returns
     -------
     RefineResult
+
+    Warns
+    -----
+    ConvergenceWarning
+        When the refined model ends worse than its start on unseen documents (held-out ones by the exact fold-in,
+        :func:`~jsmf_dask.pipeline.refine_start.against_start`), saying what to try; kept in ``attrs['warnings']``.
     """
     root = os.fspath(root)
     check_name(model, "model", "refine")
