@@ -264,8 +264,7 @@ MODEL_LAYOUT: dict[str, Any] = {
         "validation": "refined models: {n_docs, n_tokens, sample, start_perplexity, final_perplexity} of the "
                       "validation documents scored (a sample of that fraction of them, by id)",
         "heldout": "refined models: {n_tokens, start_perplexity, final_perplexity} of the held-out documents under "
-                   "the start's and the refined topics by the VB fold-in, and sampled_fold_in: the same of a sample "
-                   "of them (about 2,000, by id) by the exact fold-in (what the warning compares)",
+                   "the start's and the refined topics (VB fold-in); sampled_fold_in: ~2,000 by the exact one (warns)",
         "warnings": "refined models: the warnings given (e.g. ended worse than its start on held-out documents)",
         "created": "str", "versions": "object",
     },
