@@ -17,7 +17,6 @@ document's topic weights under ``doc_topics/``.
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import os
 import time
 import warnings
@@ -45,7 +44,8 @@ from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
 from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
-from jsmf_dask.pipeline.refine_start import against_start, chain_topics_for, start_state, what_to_try
+from jsmf_dask.pipeline.refine_start import (against_start, chain_topics_for, nan_to_none, start_state,
+                                             what_to_try)
 from jsmf_dask.pipeline.refine_candidates import (Candidate, TrailingRuns, candidates, choose, eta_text,
                                                   several_routes)
 from jsmf_dask.stages.refine import COLLAPSED_METHODS, METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
@@ -431,15 +431,15 @@ def refine(
             "training": {"n_docs": final.n_docs, "n_tokens": final.n_tokens},
             "validation": {"n_docs": scored.valid_docs, "n_tokens": scored.valid_tokens,
                            "sample": run.params.validation_sample,
-                           "start_perplexity": _nan_to_none(validation_curve[0]),
-                           "final_perplexity": _nan_to_none(validation_curve[-1])},
+                           "start_perplexity": nan_to_none(validation_curve[0]),
+                           "final_perplexity": nan_to_none(validation_curve[-1])},
             "heldout": heldout_attrs,
             # the chosen sweeps run again on the training and validation documents, or None
             "refit": refit_record,
             # several candidates (method, eta, drawn sweeps): each one's validation perplexity of the state it returns
             # (the lowest chose the model; `choose`), its sweeps and how it stopped, or None
             "candidates": [{"method": c.method, "start": c.start, "eta": c.eta, "drawn_sweeps": c.drawn_sweeps,
-                            "validation_perplexity": _nan_to_none(r.best_seen), "sweeps": len(r.records),
+                            "validation_perplexity": nan_to_none(r.best_seen), "sweeps": len(r.records),
                             "stopped": r.stopped,
                             "returned_state": r.best_sweep, "gain": gain[0], "gain_se": gain[1],
                             "specificity": None if p_source is None else  # its topics', in bits, against p(w)
@@ -491,6 +491,3 @@ def _sample_fraction(wanted: int, expected: float) -> float:
     """The fraction of ``expected`` documents that samples about ``wanted`` of them (1 when there are fewer)."""
     return min(1.0, wanted / max(1.0, expected))
 
-
-def _nan_to_none(value: float) -> float | None:
-    return None if math.isnan(value) else value

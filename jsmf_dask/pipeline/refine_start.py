@@ -29,7 +29,7 @@ from jsmf_dask.stages.chain import chain_task
 from jsmf_dask.stages.refine import SweepParams
 
 __all__ = ["CHAIN_SAMPLE_TOKENS", "CHAIN_ITERATIONS", "CHAIN_ALPHA", "CHAIN_ETA", "start_state", "chain_topics_for",
-           "against_start", "worse_than_start", "what_to_try"]
+           "against_start", "worse_than_start", "what_to_try", "nan_to_none"]
 
 #: The chain samples about this many training tokens (all of them on a smaller corpus), for
 #: :data:`CHAIN_ITERATIONS` passes under the symmetric priors :data:`CHAIN_ALPHA` and :data:`CHAIN_ETA` (tomotopy's
@@ -96,15 +96,17 @@ def against_start(final, validation_curve: list[float], source: str, method: str
     vb = _perplexities(final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0), final.heldout_tokens)
     checked = final.heldout_sampled if final.heldout_sampled is not None else np.zeros(3)
     exact = _perplexities(checked[:2], checked[2])
-    attrs = {"n_tokens": final.heldout_tokens, "start_perplexity": _finite(vb[1]), "final_perplexity": _finite(vb[0]),
-             "sampled_fold_in": {"n_tokens": int(round(checked[2])), "start_perplexity": _finite(exact[1]),
-                                 "final_perplexity": _finite(exact[0])}}
+    attrs = {"n_tokens": final.heldout_tokens, "start_perplexity": nan_to_none(vb[1]),
+             "final_perplexity": nan_to_none(vb[0]),
+             "sampled_fold_in": {"n_tokens": int(round(checked[2])), "start_perplexity": nan_to_none(exact[1]),
+                                 "final_perplexity": nan_to_none(exact[0])}}
     if checked[2]:
         return worse_than_start(exact[1], exact[0], source, method, "held-out", advice), attrs
     return worse_than_start(validation_curve[0], validation_curve[-1], source, method, "validation", advice), attrs
 
 
-def _finite(value: float) -> float | None:
+def nan_to_none(value: float) -> float | None:
+    """``value``, or None for NaN (a score that could not be made, in a model's JSON attributes)."""
     return None if math.isnan(value) else value
 
 
