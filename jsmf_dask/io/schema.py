@@ -262,7 +262,7 @@ MODEL_LAYOUT: dict[str, Any] = {
         "refit": "refined models: {sweeps, n_docs, seconds} of the refit (soft sweeps on from the chosen state "
                  "on the training and validation documents), or null",
         "validation": "refined models: {n_docs, n_tokens, sample, start_perplexity, final_perplexity} of the "
-                      "validation documents scored (a sample of that fraction of them, by id)",
+                      "validation documents scored (a sample by id), by the exact fold-in with few passes",
         "heldout": "refined models: {n_tokens, start_perplexity, final_perplexity} of the held-out documents under "
                    "the start's and the refined topics (VB fold-in); sampled_fold_in: ~2,000 by the exact one (warns)",
         "warnings": "refined models: the warnings given (e.g. ended worse than its start on held-out documents)",

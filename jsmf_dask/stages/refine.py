@@ -12,8 +12,9 @@ its training documents from their state of the previous sweep (CVB0:
 block's expected word–topic counts (N×K); a tree of sums reduces them, so the
 driver receives one N×K array a sweep and no training document's state. The
 same task scores the block's validation documents (a sample of them by id
-beyond a few thousand) by document completion under the topics entering the sweep (:func:`jsmf_dask.kernels.heldout.document_completion`,
-the scorer of ``evaluate``), so stopping by validation costs no extra pass;
+beyond a few thousand) by document completion under the topics entering the sweep
+(:func:`jsmf_dask.kernels.heldout.document_completion`, ``evaluate``'s scorer, by its exact fold-in with fewer
+passes), so stopping by validation costs no extra pass;
 their scores reach the driver one per document (two states compared on the
 same documents give a paired error).
 CVB0's and sampled sweeps after the first are rounds in one graph: each round's tasks update one
@@ -52,7 +53,7 @@ from jsmf_dask.io.schema import doc_topics_schema
 from jsmf_dask.io.scratch import load_array, load_sparse, save_array, save_sparse, write_table
 from jsmf_dask.kernels.collapsed import collapsed_theta, collapsed_topics, cvb0_step, draw_seeds, sampled_step
 from jsmf_dask.kernels.doc_split import DocumentSplit, doc_groups, doc_hashes, sample_mask
-from jsmf_dask.kernels.heldout import document_completion, split_tokens
+from jsmf_dask.kernels.heldout import document_completion, split_tokens, validation_completion
 from jsmf_dask.kernels.variational import dirichlet_expectation, e_step, expected_topic_topic
 from jsmf_dask.stages.infer import block_counts
 
@@ -193,6 +194,7 @@ class PreparedBlock:
     valid_observed: object | None
     valid_scored: object | None
     n_valid: int
+    valid_hashes: np.ndarray | None = None  # the scored validation documents' id hashes (their fold-in's seeds)
 
 
 def _prepare(block: Block, params: SweepParams) -> PreparedBlock:
@@ -200,7 +202,7 @@ def _prepare(block: Block, params: SweepParams) -> PreparedBlock:
     observed, scored = split_tokens(V, valid_hashes) if V.shape[0] else (None, None)
     group = doc_groups(hashes, params.groups)
     return PreparedBlock({g: (X[group == g], hashes[group == g]) for g in range(params.groups)},
-                         observed, scored, V.shape[0])
+                         observed, scored, V.shape[0], valid_hashes)
 
 
 def _prepared_key_params(params: SweepParams) -> tuple:
@@ -241,6 +243,7 @@ def _spill(block: Block, index: int, params: SweepParams, directory: str) -> int
     if prepared.n_valid:
         save_sparse(_part_url(directory, index, "valid", "observed.npz"), prepared.valid_observed)
         save_sparse(_part_url(directory, index, "valid", "scored.npz"), prepared.valid_scored)
+        save_array(_part_url(directory, index, "valid", "hashes.npy"), prepared.valid_hashes)
     return prepared.n_valid
 
 
@@ -259,20 +262,18 @@ def _load(directory: str, index: int, groups, n_valid: int) -> PreparedBlock:
                  load_array(_part_url(directory, index, g, "hashes.npy"))) for g in groups}
     if n_valid and 0 in groups:
         return PreparedBlock(parts, load_sparse(_part_url(directory, index, "valid", "observed.npz")),
-                             load_sparse(_part_url(directory, index, "valid", "scored.npz")), n_valid)
+                             load_sparse(_part_url(directory, index, "valid", "scored.npz")), n_valid,
+                             load_array(_part_url(directory, index, "valid", "hashes.npy")))
     return PreparedBlock(parts, None, None, n_valid)
 
 
-def _validate(valid, topics: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each document's completion log likelihood and scored tokens (:func:`_scores`)."""
-    X, hashes = valid
+def _vb_scores(docs, topics: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document of ``docs`` (counts, id hashes): its completion log likelihood by the VB fold-in, and its
+    scored tokens."""
+    X, hashes = docs
     if X.shape[0] == 0:
         return np.zeros(0), np.zeros(0)
-    return _scores(*split_tokens(X, hashes), topics, alpha)
-
-
-def _scores(observed, scored, topics: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    ll, n_tokens, _ = document_completion(observed, scored, topics, alpha)
+    ll, n_tokens, _ = document_completion(*split_tokens(X, hashes), topics, alpha)
     return ll, n_tokens
 
 
@@ -311,7 +312,8 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams,
         new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
             res.iterations, res.prior_sums
     save_array(_gamma_url(state_out, index, group), new_state)
-    ll, n_valid_tokens = (_scores(prepared.valid_observed, prepared.valid_scored, topics, params.alpha)
+    ll, n_valid_tokens = (validation_completion(prepared.valid_observed, prepared.valid_scored, prepared.valid_hashes,
+                                             topics, params.alpha)
                           if prepared.n_valid and group == 0 else (np.zeros(0), np.zeros(0)))
     return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, valid_doc_loglik=ll,
                      valid_doc_tokens=n_valid_tokens)
@@ -319,8 +321,8 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams,
 
 def _validation_block(prepared: PreparedBlock, topics: np.ndarray, alpha: np.ndarray) -> BlockSums:
     """The block's scored validation documents under ``topics`` (nothing else of the block)."""
-    ll, n_tokens = (_scores(prepared.valid_observed, prepared.valid_scored, topics, alpha) if prepared.n_valid
-                    else (np.zeros(0), np.zeros(0)))
+    ll, n_tokens = validation_completion(prepared.valid_observed, prepared.valid_scored, prepared.valid_hashes, topics,
+                                      alpha)
     return BlockSums(None, None, 0.0, 0, 0, 0, None, valid_doc_loglik=ll, valid_doc_tokens=n_tokens)
 
 
@@ -361,9 +363,10 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
     out = pa.table([table.column("doc_id"), pa.array(lengths), pa.FixedSizeListArray.from_arrays(
         pa.array(theta.ravel()), k)], schema=doc_topics_schema(k))
     write_table(join(out_dir, shard_name(index)), out)
-    ll, n_valid_tokens = _validate(valid, topics, params.alpha)
-    final_ll, n_held_tokens = _validate(held, topics, params.alpha)
-    start_ll, _ = _validate(held, *start)
+    V, valid_hashes = valid
+    ll, n_valid_tokens = validation_completion(*split_tokens(V, valid_hashes), valid_hashes, topics, params.alpha)
+    final_ll, n_held_tokens = _vb_scores(held, topics, params.alpha)
+    start_ll, _ = _vb_scores(held, *start)
     return BlockSums(None, expected_topic_topic(gamma, params.alpha), bound, X.shape[0], int(lengths.sum()), 0,
                      None, np.array([final_ll.sum(), start_ll.sum()]), int(round(n_held_tokens.sum())),
                      valid_doc_loglik=ll, valid_doc_tokens=n_valid_tokens,
