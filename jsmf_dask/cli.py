@@ -104,6 +104,7 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
     from jsmf_dask.io.model_store import topics_path
     from jsmf_dask.pipeline.refine import refine
     from jsmf_dask.pipeline.refine_candidates import choice_line, stored_route
+    from jsmf_dask.pipeline.refine_start import kept_state
 
     result = refine(args.root, model=args.model, **_stage_kwargs(args, "refine"), name=args.name,
                     heldout=args.heldout, overwrite=args.overwrite, on_sweep=None if args.quiet else print_line)
@@ -114,9 +115,8 @@ def _run_refine(args: argparse.Namespace) -> list[str]:
         score = f"{valid['n_docs']} validation documents"
     else:
         score = "validation off" if args.validation == 0 else "no validation documents in the store"
-    kept = result.attrs["returned_state"] - 1
-    if kept < result.n_iter:  # the sweeps after the validation documents' best were undone
-        score += f"; kept the state after sweep {kept}, their best"
+    if (kept := kept_state(result.attrs, result.n_iter)) is not None:  # sweeps after the validation's best undone
+        score += f"; {cli_words(kept)}"
     if result.attrs["averaged_states"] > 1:
         score += f"; the mean of its last {result.attrs['averaged_states']} states"
     if (chosen := choice_line(result.attrs)) is not None:
