@@ -27,7 +27,8 @@ from jsmf_dask.kernels.doc_split import splitmix64
 from jsmf_dask.kernels.variational import e_step
 
 __all__ = ["split_tokens", "document_completion", "validation_completion", "completion_log_likelihood",
-           "sampled_theta", "FOLD_INS", "FOLD_IN_BURN_IN", "FOLD_IN_DRAWS", "VALIDATION_BURN_IN", "VALIDATION_DRAWS",
+           "sampled_theta", "FOLD_INS", "FOLD_IN_BURN_IN", "FOLD_IN_DRAWS", "VALIDATION_CHAINS", "VALIDATION_BURN_IN",
+           "VALIDATION_DRAWS",
            "PROBABILITY_FLOOR"]
 
 PROBABILITY_FLOOR = 1e-12  # a scored word no topic can produce (it never occurred in training) scores this
@@ -42,13 +43,16 @@ FOLD_INS = ("vb", "sampled")
 FOLD_IN_BURN_IN = 20
 FOLD_IN_DRAWS = 200
 
-#: The sampled fold-in's passes when it scores refine's validation documents, every sweep (the stop, the choice
-#: among candidates and of the drawn sweeps). Measured (session 46, the benchmarks README; 1,966 documents of 205
-#: tokens, K 100, nine models): about 1 s a model against 7 s for the passes above; the perplexities are 0.1–1.2%
-#: higher than theirs (the log of a noisier mean: more for sharper models), and the start and CVB0's states rank
-#: as theirs do, where the VB fold-in ranks them in reverse. More burn-in changes nothing; 40 draws halve the gap.
-VALIDATION_BURN_IN = 5
-VALIDATION_DRAWS = 20
+#: The sampled fold-in's chains and passes when it scores refine's validation documents, every sweep (the stop,
+#: the choice among candidates and of the drawn sweeps). Measured (session 46, the benchmarks README; about 2,000
+#: held-out documents; the passes above as the reference): at 300k documents of 205 tokens and K 100, seven models,
+#: 1.8 s a model against 8 s, each 0.1–0.9% above the reference, the start and CVB0's states in its order (the VB
+#: fold-in ranks them in reverse); on 100-word NIPS pieces (42 tokens) at K 20 and 50, within −0.1% and +0.6%. One
+#: chain of 5 + 20 passes was 1.6–3.8% above it there, more for sharper models (a short chain stays near the mode
+#: it starts in): refine's stop ended the sampled runs twice as early, and held-out perplexity rose 0.6%.
+VALIDATION_CHAINS = 4
+VALIDATION_BURN_IN = 3
+VALIDATION_DRAWS = 5
 
 
 def split_tokens(X: sps.csr_array, hashes: np.ndarray) -> tuple[sps.csr_array, sps.csr_array]:
@@ -81,7 +85,7 @@ def split_tokens(X: sps.csr_array, hashes: np.ndarray) -> tuple[sps.csr_array, s
 
 
 def sampled_theta(observed, B: np.ndarray, alpha: np.ndarray, hashes: np.ndarray, *,
-                  burn_in: int = FOLD_IN_BURN_IN, draws: int = FOLD_IN_DRAWS) -> np.ndarray:
+                  burn_in: int = FOLD_IN_BURN_IN, draws: int = FOLD_IN_DRAWS, chains: int = 1) -> np.ndarray:
     """Each document's posterior mean of ``θ`` given its tokens, under fixed topics ``B`` and prior ``α``, by
     Gibbs sampling.
 
@@ -92,8 +96,11 @@ def sampled_theta(observed, B: np.ndarray, alpha: np.ndarray, hashes: np.ndarray
     passes each add every token's conditional probabilities (a
     Rao–Blackwellised estimate of ``E[n_k]``, of lower variance than the draws'
     counts). Unlike the VB E-step's mean field, it keeps how a document's tokens
-    gather in few topics. A document's estimate depends on its id's hash alone
-    (:func:`~jsmf_dask.kernels.collapsed.draw_seeds`), not on its block.
+    gather in few topics. With ``chains`` above one, the mean of that many
+    independent chains' estimates (chain ``c`` seeded from the hash and ``c``):
+    on a short document the posterior has several modes, and a short chain
+    stays near the one it starts in. A document's estimate depends on its id's
+    hash alone (:func:`~jsmf_dask.kernels.collapsed.draw_seeds`), not on its block.
 
     Parameters
     ----------
@@ -105,27 +112,32 @@ def sampled_theta(observed, B: np.ndarray, alpha: np.ndarray, hashes: np.ndarray
     hashes : ndarray of uint64, shape (D,)
         The documents' id hashes.
     burn_in, draws : int
+        Each chain's passes: discarded, then averaged.
+    chains : int, default=1
 
     Returns
     -------
     ndarray, shape (D, K)
         Rows sum to 1; a document with no token (or none any topic produces) gets ``α / α₀``.
     """
-    if draws < 1 or burn_in < 0:
-        raise ValueError(f"sampled_theta: draws must be at least 1 and burn_in at least 0, got {draws}, {burn_in}")
+    if draws < 1 or burn_in < 0 or chains < 1:
+        raise ValueError(f"sampled_theta: draws and chains must be at least 1 and burn_in at least 0, got {draws}, "
+                         f"{chains}, {burn_in}")
     X = sps.csr_array(observed)
     if X.nnz and not np.array_equal(X.data, np.round(X.data)):
         raise ValueError("sampled_theta: observed must hold whole counts (a token is drawn at a time)")
-    theta = np.empty((X.shape[0], B.shape[1]))
-    sampled_theta_loop(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
-                       np.ascontiguousarray(B, dtype=np.float64), np.asarray(alpha, dtype=np.float64),
-                       draw_seeds(hashes, 0), int(burn_in), int(draws), theta)
-    return theta
+    inputs = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
+              np.ascontiguousarray(B, dtype=np.float64), np.asarray(alpha, dtype=np.float64))
+    theta, chain = np.zeros((X.shape[0], B.shape[1])), np.empty((X.shape[0], B.shape[1]))
+    for c in range(chains):
+        sampled_theta_loop(*inputs, draw_seeds(hashes, c), int(burn_in), int(draws), chain)
+        theta += chain
+    return theta / chains
 
 
 def document_completion(observed, scored, B: np.ndarray, alpha: np.ndarray, *, fold_in: str = "vb",
                         hashes: np.ndarray | None = None, burn_in: int = FOLD_IN_BURN_IN, draws: int = FOLD_IN_DRAWS,
-                        max_iter: int = 200, tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray, int]:
+                        chains: int = 1, max_iter: int = 200, tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray, int]:
     """Each document's log likelihood of its scored tokens given ``θ`` inferred from its observed ones.
 
     Parameters
@@ -139,7 +151,7 @@ def document_completion(observed, scored, B: np.ndarray, alpha: np.ndarray, *, f
     fold_in : {'vb', 'sampled'}, default='vb'
         ``θ`` the posterior mean by the VB E-step (``max_iter``, ``tol``) or by
         :func:`sampled_theta` (which needs ``hashes``, the documents' id hashes;
-        ``burn_in`` and ``draws`` its passes).
+        ``burn_in``, ``draws`` and ``chains`` its passes).
 
     Returns
     -------
@@ -153,7 +165,7 @@ def document_completion(observed, scored, B: np.ndarray, alpha: np.ndarray, *, f
     if fold_in == "sampled":
         if hashes is None:
             raise ValueError("document_completion: the sampled fold-in needs the documents' hashes")
-        theta = sampled_theta(observed, B, alpha, hashes, burn_in=burn_in, draws=draws)
+        theta = sampled_theta(observed, B, alpha, hashes, burn_in=burn_in, draws=draws, chains=chains)
     elif fold_in == "vb":
         gamma = e_step(observed, B, alpha, max_iter=max_iter, tol=tol).gamma
         theta = gamma / gamma.sum(axis=1, keepdims=True)
@@ -171,12 +183,12 @@ def document_completion(observed, scored, B: np.ndarray, alpha: np.ndarray, *, f
 def validation_completion(observed, scored, hashes: np.ndarray, B: np.ndarray,
                           alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Refine's validation score: :func:`document_completion`'s log likelihood and scored tokens per document by the
-    sampled fold-in with :data:`VALIDATION_BURN_IN` and :data:`VALIDATION_DRAWS` passes (``observed`` None or
-    of no rows: empty arrays)."""
+    sampled fold-in with :data:`VALIDATION_CHAINS` chains of :data:`VALIDATION_BURN_IN` and :data:`VALIDATION_DRAWS`
+    passes (``observed`` None or of no rows: empty arrays)."""
     if observed is None or observed.shape[0] == 0:
         return np.zeros(0), np.zeros(0)
     ll, n_tokens, _ = document_completion(observed, scored, B, alpha, fold_in="sampled", hashes=hashes,
-                                          burn_in=VALIDATION_BURN_IN, draws=VALIDATION_DRAWS)
+                                          burn_in=VALIDATION_BURN_IN, draws=VALIDATION_DRAWS, chains=VALIDATION_CHAINS)
     return ll, n_tokens
 
 
