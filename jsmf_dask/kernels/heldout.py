@@ -47,7 +47,7 @@ FOLD_IN_DRAWS = 200
 #: the choice among candidates and of the drawn sweeps). Measured (session 46, the benchmarks README; about 2,000
 #: held-out documents; the passes above as the reference): at 300k documents of 205 tokens and K 100, seven models,
 #: 1.8 s a model against 8 s, each 0.1–0.9% above the reference, the start and CVB0's states in its order (the VB
-#: fold-in ranks them in reverse); on 100-word NIPS pieces (42 tokens) at K 20 and 50, within −0.1% and +0.6%. One
+#: fold-in ranks them in reverse); on 100-word NIPS pieces (42 tokens) at K 20 and 50, within −0.02% and +0.2%. One
 #: chain of 5 + 20 passes was 1.6–3.8% above it there, more for sharper models (a short chain stays near the mode
 #: it starts in): refine's stop ended the sampled runs twice as early, and held-out perplexity rose 0.6%.
 VALIDATION_CHAINS = 4
