@@ -68,7 +68,9 @@ def _lda_counts(n_docs=1500, n_words=60, k=4, length=50, seed=0) -> sps.csr_arra
 
 @pytest.fixture(scope="module")
 def counts():
-    return _lda_counts()
+    """Seed 1: a corpus whose CVB0 sweeps improve on the spectral start (with seed 0 none did, by the validation
+    documents' exact fold-in, so refine kept the start and did not refit: measured, session 46)."""
+    return _lda_counts(seed=1)
 
 
 @pytest.fixture(scope="module")

@@ -214,7 +214,9 @@ def staged_output(final: str, *, root: str, overwrite: bool = False,
         For an output built from the one it replaces (``cooccur --update``):
         called at the commit, False when ``final`` is no longer the version
         this writer read (another writer committed since), which discards
-        this output like a lost race.
+        this output like a lost race; also when the writer fails, whose reads
+        of ``final`` may have been torn by that commit: then the failure is
+        reported as that race.
 
     A run killed before the rename leaves only a hidden ``.name.tmp-*``; one
     killed between moving the old output aside and renaming the new one in
@@ -253,11 +255,14 @@ def staged_output(final: str, *, root: str, overwrite: bool = False,
         fs.makedirs(tmp_path, exist_ok=False)
         try:
             yield tmp_url
-        except BaseException:
+        except BaseException as err:
             if fs.exists(tmp_path):
                 fs.rm(tmp_path, recursive=True)
             if created_parent and fs.exists(parent) and not fs.ls(parent):
                 fs.rm(parent, recursive=True)
+            if isinstance(err, Exception) and unchanged is not None and not _holds(unchanged):
+                # what it read was replaced under it (its reads torn): the race it lost, not a fault of its own
+                raise StoreError(_raced(final)) from err
             raise
         old_path = posixpath.join(parent, f".{name}.old-{token}")
         try:
@@ -267,14 +272,27 @@ def staged_output(final: str, *, root: str, overwrite: bool = False,
             if fs.exists(tmp_path):  # whatever went wrong, this run's output does not stay half-committed
                 fs.rm(tmp_path, recursive=True)
             if isinstance(err, _Raced):
-                raise StoreError(f"{err.final} was committed by another writer while this command ran; this run's "
-                                 "output was discarded (nothing of it is in place): rerun it to build on theirs "
-                                 "(an update, an append), or pass overwrite=True to replace theirs") from None
+                raise StoreError(_raced(err.final)) from None
             raise
         if fs.exists(old_path):
             fs.rm(old_path, recursive=True)
     finally:
         _IN_PROGRESS.discard(token)
+
+
+def _holds(check: Callable[[], bool]) -> bool:
+    """``check()``, False if it cannot be made (what it reads is gone, or torn, itself)."""
+    try:
+        return bool(check())
+    except Exception:
+        return False
+
+
+def _raced(final: str) -> str:
+    """What a writer that lost the race for ``final`` says (:func:`staged_output`)."""
+    return (f"{final} was committed by another writer while this command ran; this run's output was discarded "
+            "(nothing of it is in place): rerun it to build on theirs (an update, an append), or pass "
+            "overwrite=True to replace theirs")
 
 
 def _commit(fs, path: str, tmp_path: str, old_path: str, final: str, *, overwrite: bool,

@@ -34,6 +34,32 @@ def test_a_commit_never_replaces_an_output_that_appeared_meanwhile(tmp_path):
     assert sorted(os.listdir(final)) == ["mine"]
 
 
+def test_a_writer_whose_reads_were_torn_by_another_commit_reports_the_race(tmp_path):
+    """A writer that builds on ``out`` (``cooccur --update``) and fails because another writer committed a new
+    ``out`` under its reads (an array's metadata read before, its chunks after: "cannot reshape array of size 395
+    into shape (250,)", seen once in CI) reports the lost race, not the torn read; a failure of its own while
+    ``out`` is unchanged stays what it is."""
+    root = tmp_path / "r"
+    final = root / "out"
+    final.mkdir(parents=True)
+    (final / "version").write_text("0")
+
+    def unchanged():
+        return (final / "version").read_text() == "0"
+
+    with pytest.raises(StoreError, match="committed by another writer while this command ran") as raised:
+        with staged_output(str(final), root=str(root), overwrite=True, unchanged=unchanged) as tmp:
+            Path(tmp, "version").write_text("mine")
+            (final / "version").write_text("1")  # another writer commits ...
+            raise ValueError("cannot reshape array of size 395 into shape (250,)")  # ... under this one's read
+    assert isinstance(raised.value.__cause__, ValueError)  # the torn read kept as the cause
+    assert (final / "version").read_text() == "1" and sorted(os.listdir(root)) == ["out"]
+    with pytest.raises(ValueError, match="its own"):
+        with staged_output(str(final), root=str(root), overwrite=True, unchanged=lambda: True):
+            raise ValueError("its own")
+    assert sorted(os.listdir(root)) == ["out"]
+
+
 def test_two_replacing_commits_are_serialised_so_neither_loses_the_other(tmp_path):
     """Two writers that each rebuild ``out`` from the version they read (two ``ingest --append``): the second to
     commit must find the first's commit and fail, never swap it away after the first reported success. Writer A is
