@@ -312,8 +312,8 @@ def _sweep_block(prepared: PreparedBlock, index: int, params: SweepParams,
         new_state, counts, bound, iterations, prior_sums = res.doc_topic, res.counts, res.log_likelihood, \
             res.iterations, res.prior_sums
     save_array(_gamma_url(state_out, index, group), new_state)
-    ll, n_valid_tokens = (validation_completion(prepared.valid_observed, prepared.valid_scored, prepared.valid_hashes,
-                                             topics, params.alpha)
+    ll, n_valid_tokens = (validation_completion(prepared.valid_observed, prepared.valid_scored,
+                                                prepared.valid_hashes, topics, params.alpha)
                           if prepared.n_valid and group == 0 else (np.zeros(0), np.zeros(0)))
     return BlockSums(counts, None, bound, X.shape[0], int(X.sum()), iterations, prior_sums, valid_doc_loglik=ll,
                      valid_doc_tokens=n_valid_tokens)
