@@ -358,7 +358,7 @@ PARAMETERS: tuple[Parameter, ...] = (
               low=0, metavar="auto|D", estimator="refine_drawn_sweeps"),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "
-              "not improved by 0.083%% over 5 sweeps (a sampled run's: 0.167%% over 10); 0: off", low=0.0,
+              "not improved by 0.083%% over 5 sweeps (a sampled run's: 0.25%% over 15); 0: off", low=0.0,
               high=0.5, metavar="FRACTION",
               default_text="the fraction `cooccur --validation` left out of C, none without it"),
 )
