@@ -4,7 +4,8 @@ C is built once; for each candidate K a spectral fit (AP,
 :data:`~jsmf_dask.parameters.CHOOSE_K_ITERATIONS` cycles) and a short CVB0
 refine from it, both stored as models of the root (``choose-k<K>-ap`` and
 ``choose-k<K>-ap-cvb0``), so a rerun resumes: a K whose models exist is not
-fitted again. Every refined model is then scored by document completion on the
+fitted again. Every refined model is then scored by document completion (by the
+exact fold-in, ``evaluate``'s reference; the VB fold-in until session 46) on the
 *validation* documents (the ones ``cooccur --validation`` left out of C and
 refine scores, never trains on: about 2,000, a sample by id, on a large
 corpus), document by document, so that two K are
@@ -339,8 +340,9 @@ def choose_k(
     with _progress.data_in_graph():
         # the validation documents every refine scored: beyond its sample of them, refine trains on the rest
         (scored,) = _progress.compute(document_scores_tasks(
-            blocks, store.n_words, DocumentSplit(heldout, validation), models, sample=min(samples)))
-    scored = scored["vb"]
+            blocks, store.n_words, DocumentSplit(heldout, validation), models, sample=min(samples),
+            fold_ins=("sampled",)))
+    scored = scored["sampled"]
     n_tok, scores = scored.n_tokens, scored.log_likelihood
     if n_tok.sum() == 0:
         raise StoreError(f"{corpus}: the validation documents have no tokens to score (documents of one token)")

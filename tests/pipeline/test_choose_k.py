@@ -240,3 +240,21 @@ def test_choose_k_scores_only_validation_documents_no_refine_trained_on(tmp_path
         scored += int((DocumentSplit(0.1, 0.2).masks(hashes=hashes)[1] & sample_mask(hashes, sample)).sum())
     assert result.validation["n_docs"] == scored == attrs[0]["validation"]["n_docs"]
     assert attrs[0]["training"]["n_docs"] > 1000 * 0.75  # the unscored validation documents trained
+    # each K's perplexity is the exact fold-in's (evaluate's reference scorer, as refine's choices are made by the
+    # exact fold-in), recomputed here from the stored model on that sample, to 1e-10
+    from jsmf_dask.kernels.heldout import document_completion, split_tokens
+    from jsmf_dask.pipeline.evaluate import document_prior
+    from jsmf_dask.stages.infer import block_counts
+
+    for row in result.rows:
+        m = open_model(str(root), row["model"])
+        loglik = tokens = 0.0
+        for block in list_blocks(corpus_dir(str(root))):
+            table = read_block(block, 200)
+            hashes = doc_hashes(table.column("doc_id"))
+            chosen = DocumentSplit(0.1, 0.2).masks(hashes=hashes)[1] & sample_mask(hashes, sample)
+            observed, held = split_tokens(block_counts(table, 200)[chosen], hashes[chosen])
+            ll, n, _ = document_completion(observed, held, m.arrays["B"], document_prior(m)[0], fold_in="sampled",
+                                           hashes=hashes[chosen])
+            loglik, tokens = loglik + ll.sum(), tokens + n.sum()
+        assert row["perplexity"] == pytest.approx(np.exp(-loglik / tokens), rel=1e-10)
