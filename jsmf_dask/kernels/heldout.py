@@ -28,8 +28,7 @@ from jsmf_dask.kernels.variational import e_step
 
 __all__ = ["split_tokens", "document_completion", "validation_completion", "completion_log_likelihood",
            "sampled_theta", "FOLD_INS", "FOLD_IN_BURN_IN", "FOLD_IN_DRAWS", "VALIDATION_CHAINS", "VALIDATION_BURN_IN",
-           "VALIDATION_DRAWS",
-           "PROBABILITY_FLOOR"]
+           "VALIDATION_DRAWS", "PROBABILITY_FLOOR"]
 
 PROBABILITY_FLOOR = 1e-12  # a scored word no topic can produce (it never occurred in training) scores this
 
