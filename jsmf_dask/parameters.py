@@ -356,6 +356,11 @@ PARAMETERS: tuple[Parameter, ...] = (
               "leaving as many soft ones, none and 20 side by side, the drawn run kept unless the validation "
               "documents score the other better beyond their paired error; else 0 (see the README)",
               low=0, metavar="auto|D", estimator="refine_drawn_sweeps"),
+    Parameter("refine", "start_check", "choice", "heldout",
+              "what checks the refined model against its start (a warning when it ends worse): heldout (about 2,000 "
+              "held-out documents by the exact fold-in under both; on long documents it can cost as much as a few "
+              "sweeps) or validation (the validation documents' scores, computed anyway; needs them)",
+              choices=("heldout", "validation")),
     Parameter("refine", "validation", "float", None,
               "stop when the perplexity of the validation documents (by doc_id hash, never held-out ones) has "
               "not improved by 0.083%% over 5 sweeps (a sampled run's: 0.25%% over 15); 0: off", low=0.0,

@@ -167,11 +167,13 @@ def fit(
         its reason are in the model's ``attrs["path"]``).
     eig_tol : float, default=1e-6
         Relative eigen-residual of every PSD step.
-    warm_start : str or ndarray of shape (N, K), optional
+    warm_start : str or ndarray of shape (N, m), m >= K, optional
         Name of a model of the same root and K whose eigenvectors ``Y`` start
         AP's first eigensolve (the refit after ``cooccur --update``), or
-        such vectors themselves (``choose-k`` passes C's top-K eigenvectors,
-        computed once for every K: AP's first projection is then at hand).
+        orthonormal vectors whose first K span the top eigenvectors
+        (``choose-k`` passes C's, computed once for every K, with the solver's
+        next ones: with :func:`~jsmf_dask.kernels.eigen.block_size` vectors the
+        first solve is a warm refinement, AP's first projection at hand).
     anchor_words : int or 'auto', optional
         Rectify and pick the anchors on the block of C of the ``anchor_words``
         words of highest tf·idf only (a vocabulary ``ingest --vocab-size``
@@ -342,9 +344,9 @@ def _warm_start_vectors(root: str, warm_start: str | np.ndarray | None, n: int, 
     if warm_start is None:
         return None
     if isinstance(warm_start, np.ndarray):
-        if warm_start.shape != (n, n_topics):
-            raise InvalidParameterError(f"warm_start vectors must have shape ({n}, {n_topics}); got "
-                                        f"{warm_start.shape}")
+        if warm_start.ndim != 2 or warm_start.shape[0] != n or warm_start.shape[1] < n_topics:
+            raise InvalidParameterError(f"warm_start vectors must have shape ({n}, {n_topics}) or more columns; "
+                                        f"got {warm_start.shape}")
         return np.ascontiguousarray(warm_start, dtype=np.float64)
     start_Y = open_model(root, warm_start).arrays.get("Y")
     if start_Y is None or start_Y.shape != (n, n_topics):

@@ -25,7 +25,7 @@ from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence
 from jsmf_dask.stages.rectify import RectifyParams
 
-__all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "word_separator", "default_name",
+__all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "word_separator", "change_line", "default_name",
            "convergence_issues", "weightless_topics", "weightless_topics_message", "WEIGHTLESS_SHARE", "model_attrs", "low_rank_arrays",
            "low_rank_attrs", "write_topics", "topics_json"]
 
@@ -39,6 +39,15 @@ def word_separator(words: list[str]) -> str:
     """What separates words in a line: a space, or `` | `` when a word of the vocabulary as shown holds a space
     (item labels such as film titles, which spaces alone would run together)."""
     return " | " if any(" " in w for w in words) else " "
+
+
+def change_line(k: int, gained: list[int], lost: list[int], words: list[str], *, sep: str | None = None) -> str:
+    """``  3 +[gained words] -[lost words]`` or ``  3 unchanged``; ``sep``: :func:`word_separator` of ``words``
+    (given by a caller that writes every topic's line, so that the vocabulary is scanned once)."""
+    if not gained and not lost:
+        return f"{k:3d} unchanged"
+    sep = word_separator(words) if sep is None else sep
+    return f"{k:3d} +[{sep.join(words[i] for i in gained)}] -[{sep.join(words[i] for i in lost)}]"
 
 
 def topic_labels(B: np.ndarray, anchors: np.ndarray, words: list[str], n: int = 3) -> list[str]:

@@ -42,10 +42,10 @@ from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.variational import topic_bound
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.evaluate import document_prior
-from jsmf_dask.pipeline.fit_model import FitResult, word_separator, write_topics
+from jsmf_dask.pipeline.fit_model import FitResult, change_line, word_separator, write_topics
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
-from jsmf_dask.pipeline.refine_start import (against_start, chain_topics_for, nan_to_none, start_state,
-                                             what_to_try)
+from jsmf_dask.pipeline.refine_start import (against_start, chain_topics_for, checked_heldout_fraction, nan_to_none,
+                                             start_state, what_to_try)
 from jsmf_dask.pipeline.refine_candidates import (Candidate, TrailingRuns, candidates, choose, eta_text,
                                                   several_routes)
 from jsmf_dask.stages.refine import COLLAPSED_METHODS, METHODS, STATE_GENERATIONS, SweepParams, finish_tasks, gamma_dir
@@ -53,7 +53,7 @@ from jsmf_dask.pipeline.refine_sweeps import (SWEEP_GROUPS, SweepRecord, max_swe
                                               run_together, sweep_loop, validation_perplexity)
 from jsmf_dask.cluster import Work, choose_engine
 
-__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "change_line", "METHODS"]
+__all__ = ["refine", "RefineResult", "SweepRecord", "default_refined_name", "METHODS"]
 
 
 def default_refined_name(source: str, method: str = "auto") -> str:
@@ -74,10 +74,6 @@ ALPHA_SAMPLE_DOCS = 5000
 #: short chains since, about as long: 0.7–1.3 s on 2,034 documents at K 50, 1.4–1.7 s at K 100 and 205 tokens a
 #: document, against 0.5–2.1 s). The validation documents outside the sample train.
 VALIDATION_SCORED_DOCS = 2000
-#: The final pass scores about this many held-out documents (by id; all of them below it) by the exact fold-in, under
-#: the refined topics and the start's, to check the one against the other (:func:`~jsmf_dask.pipeline.refine_start.
-#: against_start`): at 300k documents and K 100, 8 s of a 218-s refine.
-HELDOUT_CHECKED_DOCS = 2000
 
 
 @dataclass
@@ -96,19 +92,10 @@ class RefineResult(FitResult):
                 for k, (gained, lost) in enumerate(topic_changes(self.source_B, self.B, n))]
 
 
-def change_line(k: int, gained: list[int], lost: list[int], words: list[str], *, sep: str | None = None) -> str:
-    """``  3 +[gained words] -[lost words]`` or ``  3 unchanged``; ``sep``: :func:`word_separator` of ``words``
-    (given by a caller that writes every topic's line, so that the vocabulary is scanned once)."""
-    if not gained and not lost:
-        return f"{k:3d} unchanged"
-    sep = word_separator(words) if sep is None else sep
-    return f"{k:3d} +[{sep.join(words[i] for i in gained)}] -[{sep.join(words[i] for i in lost)}]"
-
-
-def _check_params(method, start, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps) -> None:
+def _check_params(method, start, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps, start_check) -> None:
     for key, value in (("method", method), ("start", start), ("sweeps", sweeps), ("tol", tol), ("alpha", alpha),
-                       ("eta", eta),
-                       ("inner_iterations", inner_iterations), ("refit", refit), ("drawn_sweeps", drawn_sweeps)):
+                       ("eta", eta), ("inner_iterations", inner_iterations), ("refit", refit),
+                       ("drawn_sweeps", drawn_sweeps), ("start_check", start_check)):
         parameter("refine", key).check(value, "refine")
     if drawn_sweeps != "auto" and drawn_sweeps and method not in ("cvb0", "auto"):
         raise InvalidParameterError(f"The 'drawn_sweeps' parameter of refine ({drawn_sweeps}) draws CVB0's counts, "
@@ -132,6 +119,7 @@ def refine(
     inner_tol: float = 1e-3,
     refit: str = "auto",
     drawn_sweeps: int | str = "auto",
+    start_check: str = "heldout",
     overwrite: bool = False,
     on_sweep: Callable[[SweepRecord], None] | None = None,
 ) -> RefineResult:
@@ -234,7 +222,12 @@ def refine(
         more than their paired error
         (:data:`~jsmf_dask.pipeline.refine_candidates.DRAWN_MARGIN_SE`; every
         candidate's score and gain in ``attrs['candidates']``); else none.
-    overwrite : bool, default=False
+    start_check : {'heldout', 'validation'}, default='heldout'
+        What checks the refined model against its start (the warning below): about
+        :data:`~jsmf_dask.pipeline.refine_start.HELDOUT_CHECKED_DOCS` held-out documents scored by the exact fold-in
+        under both (the reference; without a held-out split, the validation documents), or the validation
+        documents' scores of the start and of the state returned, which refine computes anyway (on long documents
+        the held-out check can cost as much as a few sweeps; ``choose_k`` uses this). Needs validation documents.
     on_sweep : callable, optional
         Called with a :class:`SweepRecord` after each sweep, the refit's too (``phase`` 'refit') (progress).
 
@@ -259,7 +252,7 @@ def refine(
             f"The 'validation' parameter of refine ({validation}) asks to stop by documents that {cooc_path(root)} "
             f"counted (it leaves out {stored_validation or 'none'}): the model refine starts from saw them, so their "
             f"score would flatter it; rebuild C with `jsmf cooccur --validation {validation}` (or pass validation=0)")
-    _check_params(method, start, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps)
+    _check_params(method, start, sweeps, tol, alpha, eta, inner_iterations, refit, drawn_sweeps, start_check)
     asked_sweeps, sweeps = sweeps, max_sweeps(sweeps, validation)
     if drawn_sweeps != "auto" and drawn_sweeps >= sweeps:
         auto = "" if asked_sweeps != "auto" else f"; 'auto' {'with' if validation else 'without'} validation documents"
@@ -272,6 +265,9 @@ def refine(
         raise InvalidParameterError(
             f"The 'start' parameter of refine ('both') runs from two starts for the validation documents to choose "
             f"between, and {none_left}, or pass start='spectral' or start='chain'")
+    if start_check == "validation" and not validation:
+        raise InvalidParameterError(f"The 'start_check' parameter of refine ('validation') compares the validation "
+                                    f"documents' scores, and {none_left}, or pass start_check='heldout'")
     if isinstance(eta, list | tuple) and not validation:
         raise InvalidParameterError(
             f"The 'eta' parameter of refine ({list(eta)}) lists candidates for the validation documents to choose "
@@ -309,7 +305,7 @@ def refine(
                              learn_alpha=alpha == "auto" and collapsed,
                              alpha_sample=_sample_fraction(ALPHA_SAMPLE_DOCS, n_rows * trained),
                              validation_sample=scored, groups=SWEEP_GROUPS if collapsed else 1,
-                             heldout_sample=_sample_fraction(HELDOUT_CHECKED_DOCS, n_rows * split.heldout))
+                             heldout_sample=checked_heldout_fraction(start_check, n_rows * split.heldout))
         if run.start == "chain" and not chain:  # computed once for every candidate that starts from it
             chain.append(chain_topics_for(blocks, params, B0, tokens * trained))
         model = (B0, A0) if run.start == "spectral" else chain[0]
@@ -415,7 +411,8 @@ def refine(
             "params": {"n_topics": k, "rectifier": method_run, "method": method, "source": model,
                        "sweeps": asked_sweeps, "tol": tol, "alpha": alpha, "eta": list(eta) if len(etas) > 1 else eta,
                        "start": start, "inner_iterations": inner_iterations, "inner_tol": inner_tol,
-                       "heldout": heldout, "validation": validation, "refit": refit, "drawn_sweeps": drawn_sweeps},
+                       "heldout": heldout, "validation": validation, "refit": refit, "drawn_sweeps": drawn_sweeps,
+                       "start_check": start_check},
             "method": method_run,  # the method of the run kept ('auto' chooses among candidates)
             "start": chosen.start,  # where it started: 'spectral' (the source model) or 'chain' (refine_start)
             "drawn_sweeps": chosen.drawn_sweeps,  # the sweeps that drew counts (of the chosen run; a refit draws none)

@@ -29,7 +29,8 @@ from jsmf_dask.stages.chain import chain_task
 from jsmf_dask.stages.refine import SweepParams
 
 __all__ = ["CHAIN_SAMPLE_TOKENS", "CHAIN_ITERATIONS", "CHAIN_ALPHA", "CHAIN_ETA", "start_state", "chain_topics_for",
-           "against_start", "worse_than_start", "what_to_try", "kept_state", "nan_to_none"]
+           "HELDOUT_CHECKED_DOCS", "checked_heldout_fraction", "against_start", "worse_than_start", "what_to_try",
+           "kept_state", "nan_to_none"]
 
 #: The chain samples about this many training tokens (all of them on a smaller corpus), for
 #: :data:`CHAIN_ITERATIONS` passes under the symmetric priors :data:`CHAIN_ALPHA` and :data:`CHAIN_ETA` (tomotopy's
@@ -83,14 +84,30 @@ def _perplexities(loglik, tokens: float) -> list[float]:
     return [math.exp(-ll / tokens) if tokens else math.nan for ll in loglik]
 
 
+#: With ``start_check='heldout'`` the final pass scores about this many held-out documents (by id; all of them below
+#: it) by the exact fold-in, under the refined topics and the start's, to check the one against the other
+#: (:func:`against_start`): at 300k documents and K 100, 8 s of a 218-s refine; on the NIPS papers (174 held-out
+#: documents of about 470 scored tokens) at K 100, 4–5 s of a 7–8-s refine of 5 sweeps (the benchmarks README,
+#: sessions 46 and 47).
+HELDOUT_CHECKED_DOCS = 2000
+
+
+def checked_heldout_fraction(start_check: str, heldout_docs: float) -> float:
+    """The fraction of the ``heldout_docs`` held-out documents the final pass scores by the exact fold-in to check
+    the refined model against its start: about :data:`HELDOUT_CHECKED_DOCS` of them, none for
+    ``start_check='validation'`` (the validation documents' first and last scores check it instead)."""
+    return 0.0 if start_check == "validation" else min(1.0, HELDOUT_CHECKED_DOCS / max(1.0, heldout_docs))
+
+
 def against_start(final, validation_curve: list[float], source: str, method: str,
                   advice: str) -> tuple[str | None, dict]:
     """The warning a refine gives when it ended worse than its start (None when it did not), and its ``heldout``
     attributes, from the final pass's sums (:class:`~jsmf_dask.stages.refine.BlockSums`).
 
     Judged on the held-out documents by the exact fold-in (``heldout_sampled``: the reference scorer, on a
-    sample of them), else, without a held-out split, by the validation curve's first and last scores (documents
-    unseen by the start too; by the chosen state too, whose score the curve ends with when refitted). The VB
+    sample of them), else (no held-out split, or ``start_check='validation'``) by the validation curve's first and
+    last scores (documents unseen by the start too; by the chosen state too, whose score the curve ends with when
+    refitted). The VB
     fold-in's perplexities of every held-out document are kept beside.
     """
     vb = _perplexities(final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0), final.heldout_tokens)

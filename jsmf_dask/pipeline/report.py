@@ -31,8 +31,8 @@ from jsmf_dask.kernels.upper_sparse import symmetric_from_upper
 from jsmf_dask.kernels.metrics import top_words, topic_changes
 from jsmf_dask.kernels.recover import topic_topic
 from jsmf_dask.pipeline.evaluate import METRICS, evaluate, metrics_path, read_metrics
-from jsmf_dask.pipeline.fit_model import word_separator
-from jsmf_dask.pipeline.refine import METHODS as REFINE_METHODS, change_line
+from jsmf_dask.pipeline.fit_model import change_line, word_separator
+from jsmf_dask.pipeline.refine import METHODS as REFINE_METHODS
 from jsmf_dask.render import figures
 from jsmf_dask.render.page import Marked, Section, report_html, table_html
 from jsmf_dask.stages.evaluate import pca_coordinates

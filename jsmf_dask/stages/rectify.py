@@ -51,7 +51,7 @@ class RectifyParams:
     eig_tol: float
     seed: int
     dc_permutations: int = 30
-    start_Y: np.ndarray | None = None  # AP warm start: a previous fit's eigenvectors (N×K)
+    start_Y: np.ndarray | None = None  # AP warm start: a previous fit's eigenvectors (N×K), or a block (N×m, m > K)
     max_bytes: int | None = None  # ENN: the memory its cycles may use (see kernels.enn.enn_rectify)
     anchor_words: np.ndarray | None = None  # AP on this vocabulary's block only (kernels.anchor_words), sorted
 

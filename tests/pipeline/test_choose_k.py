@@ -240,6 +240,9 @@ def test_choose_k_scores_only_validation_documents_no_refine_trained_on(tmp_path
         scored += int((DocumentSplit(0.1, 0.2).masks(hashes=hashes)[1] & sample_mask(hashes, sample)).sum())
     assert result.validation["n_docs"] == scored == attrs[0]["validation"]["n_docs"]
     assert attrs[0]["training"]["n_docs"] > 1000 * 0.75  # the unscored validation documents trained
+    # the validation documents check each refine against its start too: no held-out document is scored
+    assert all(a["params"]["start_check"] == "validation" and a["heldout"]["sampled_fold_in"]["n_tokens"] == 0
+               for a in attrs)
     # each K's perplexity is the exact fold-in's (evaluate's reference scorer, as refine's choices are made by the
     # exact fold-in), recomputed here from the stored model on that sample, to 1e-10
     from jsmf_dask.kernels.heldout import document_completion, split_tokens

@@ -204,6 +204,29 @@ def test_bad_parameters_and_stores(tmp_path, synthetic_root):
     check(StoreError, r"cooc\.zarr: co-occurrence store does not exist; run `jsmf cooccur` first")
 
 
+def test_a_warm_start_block_makes_aps_first_eigensolve_a_warm_refinement(synthetic_root, tmp_path):
+    """choose-k's warm start: C's top eigenvectors followed by the solver's next Ritz vectors, block_size(K) in all,
+    make AP's first eigensolve a warm refinement — fewer operator applications than from the K eigenvectors alone,
+    whose block a cold solve completes with random vectors — and give the same model (to the eigensolves'
+    tolerance, 1e-6 relative: the topics to 1e-5). Fewer than K vectors are refused."""
+    from jsmf_dask.kernels.eigen import block_size
+    from jsmf_dask.pipeline.choose_k import _eigenpairs
+
+    root = tmp_path / "r"
+    shutil.copytree(synthetic_root, root)
+    _, block = _eigenpairs(str(root), 6, 0)
+    b = block_size(5, block.shape[0])
+    assert block.shape[1] >= b
+    models = {cols: fit(root, n_topics=5, iterations=3, name=f"warm{cols}", warm_start=block[:, :cols])
+              for cols in (5, b)}
+    first = {cols: int(open_model(root, f"warm{cols}").trace["n_matmat"][0]) for cols in models}
+    assert first[b] < first[5]
+    np.testing.assert_allclose(models[b].B, models[5].B, atol=1e-5)
+    np.testing.assert_array_equal(models[b].anchors, models[5].anchors)
+    with pytest.raises(InvalidParameterError, match=r"warm_start vectors must have shape \(300, 5\) or more columns"):
+        fit(root, n_topics=5, iterations=3, name="too-few", warm_start=block[:, :4])
+
+
 def test_tiled_ap_equals_plain_dense_ap_n500(tmp_path):
     from tests.kernels.test_ap_dc_eigen_kernels import reference_ap
 

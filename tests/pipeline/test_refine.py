@@ -691,12 +691,12 @@ def test_the_final_pass_checks_the_start_by_the_exact_fold_in_on_held_out_docume
     """The final pass scores the held-out documents by the exact fold-in (the reference scorer) under the refined
     topics and the start's: the values recomputed here from the stored models, to 1e-10; all of them below
     HELDOUT_CHECKED_DOCS, a sample by id of about that many above it."""
-    import jsmf_dask.pipeline.refine as refine_module
+    import jsmf_dask.pipeline.refine_start as refine_start
     from jsmf_dask.pipeline.evaluate import document_prior
 
     start = open_model(plain_lda_root, "ap")
-    for checked, fraction in ((refine_module.HELDOUT_CHECKED_DOCS, 1.0), (100, 100 / 500)):  # 500 held out
-        monkeypatch.setattr(refine_module, "HELDOUT_CHECKED_DOCS", checked)
+    for checked, fraction in ((refine_start.HELDOUT_CHECKED_DOCS, 1.0), (100, 100 / 500)):  # 500 held out
+        monkeypatch.setattr(refine_start, "HELDOUT_CHECKED_DOCS", checked)
         refine(plain_lda_root, model="ap", sweeps=3, name="checked", overwrite=True)
         m = open_model(plain_lda_root, "checked")
         expected = _exact_heldout_perplexities(plain_lda_root, {
@@ -709,6 +709,40 @@ def test_the_final_pass_checks_the_start_by_the_exact_fold_in_on_held_out_docume
         assert got["final_perplexity"] < got["start_perplexity"]  # refine helps here, by the exact fold-in too
         if fraction < 1:
             assert got["n_tokens"] < 0.4 * m.attrs["heldout"]["n_tokens"]  # the VB fold-in's: every held-out one
+
+
+def test_start_check_validation_checks_by_the_validation_documents_alone(plain_lda_root, tmp_path, monkeypatch):
+    """start_check='validation': no held-out document is scored by the exact fold-in (the VB fold-in's numbers stay);
+    the validation documents' first and last scores judge the refined model, and they warn when it ends worse (its
+    final score patched up here). Without validation documents it is an error, and nothing is written."""
+    import jsmf_dask.pipeline.refine as refine_module
+    import jsmf_dask.stages.refine as stage
+    from jsmf_dask.exceptions import ConvergenceWarning
+    from jsmf_dask.io.model_store import list_models
+    from jsmf_dask.pipeline.refine_sweeps import validation_perplexity
+
+    calls, real = [], stage.document_completion
+
+    def counted(*args, **kwargs):  # the stage's fold-ins of held-out documents, by kind
+        calls.append(kwargs.get("fold_in", "vb"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stage, "document_completion", counted)
+    r = refine(plain_lda_root, model="ap", sweeps=3, name="by-validation", start_check="validation", overwrite=True)
+    held = r.attrs["heldout"]
+    assert held["sampled_fold_in"] == {"n_tokens": 0, "start_perplexity": None, "final_perplexity": None}
+    assert held["n_tokens"] > 0 and held["final_perplexity"] < held["start_perplexity"]  # the VB fold-in's
+    assert "sampled" not in calls and r.attrs["params"]["start_check"] == "validation" and r.attrs["warnings"] == []
+    monkeypatch.setattr(refine_module, "validation_perplexity", lambda final: 10 * validation_perplexity(final))
+    with pytest.warns(ConvergenceWarning, match="ended with validation perplexity .* above .* of the topics of 'ap'"):
+        refine(plain_lda_root, model="ap", sweeps=3, name="by-validation", start_check="validation", overwrite=True)
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(tmp_path, n_docs=300, n_words=50, n_topics=3, doc_length=30, seed=3)
+        cooccur(tmp_path, heldout=0.1)
+        fit(tmp_path, n_topics=3, name="ap")
+        with pytest.raises(InvalidParameterError, match="'start_check' parameter of refine .*left none out"):
+            refine(tmp_path, model="ap", start_check="validation")
+    assert list_models(tmp_path) == ["ap"]
 
 
 def test_a_refinement_worse_by_the_exact_fold_in_warns_whatever_the_vb_fold_in_says(plain_lda_root, monkeypatch):
