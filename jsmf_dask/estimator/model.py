@@ -440,8 +440,8 @@ class RectifiedAnchorWords(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """Approximate log likelihood per word of ``X``: the documents' part of the variational bound under
         the fitted topics and prior (higher is better; scikit-learn's LDA returns the total instead).
 
-        The prior is the refined model's ``α``, for a spectral model the
-        Dirichlet moment-matched to its ``A`` (as ``jsmf evaluate`` scores it).
+        The prior is the refined model's ``α``, else the Dirichlet moment-matched to ``A``. The bound understates
+        sharp topics: :func:`~jsmf_dask.estimator.scoring.completion_perplexity` is ``evaluate``'s measure.
 
         Parameters
         ----------
