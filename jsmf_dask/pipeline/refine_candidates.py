@@ -126,7 +126,7 @@ def several_routes(routes) -> bool:
 #: (1.2% after 12 at K 50); where CVB0 was kept the two were within 0.5% at every sweep. The curves cross in the
 #: first 3–8 sweeps, so none is dropped sooner. Measured again in session 47, with the validation documents scored
 #: by the exact fold-in: with no drop at all, the six (corpus, K) of the docstrings and the NIPS pieces keep the same
-#: models to every digit, and refine takes 5–53 s longer.
+#: models to every digit, and refine takes 4.5–53 s longer.
 DROP_AFTER_SWEEPS = 10
 DROP_MARGIN = 0.01
 
