@@ -228,6 +228,7 @@ def refine(
         under both (the reference; without a held-out split, the validation documents), or the validation
         documents' scores of the start and of the state returned, which refine computes anyway (on long documents
         the held-out check can cost as much as a few sweeps; ``choose_k`` uses this). Needs validation documents.
+    overwrite : bool, default=False
     on_sweep : callable, optional
         Called with a :class:`SweepRecord` after each sweep, the refit's too (``phase`` 'refit') (progress).
 

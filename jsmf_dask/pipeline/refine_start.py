@@ -107,8 +107,7 @@ def against_start(final, validation_curve: list[float], source: str, method: str
     Judged on the held-out documents by the exact fold-in (``heldout_sampled``: the reference scorer, on a
     sample of them), else (no held-out split, or ``start_check='validation'``) by the validation curve's first and
     last scores (documents unseen by the start too; by the chosen state too, whose score the curve ends with when
-    refitted). The VB
-    fold-in's perplexities of every held-out document are kept beside.
+    refitted). The VB fold-in's perplexities of every held-out document are kept beside.
     """
     vb = _perplexities(final.heldout_loglik if final.heldout_loglik is not None else (0.0, 0.0), final.heldout_tokens)
     checked = final.heldout_sampled if final.heldout_sampled is not None else np.zeros(3)
