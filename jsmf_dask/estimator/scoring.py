@@ -74,6 +74,20 @@ def completion_perplexity(estimator, X, *, doc_ids=None, fold_in: str = "sampled
 
 def completion_score(estimator, X, y=None) -> float:
     """Log likelihood per scored token of ``X`` by document completion and the exact fold-in (higher is better):
-    ``−log`` of :func:`completion_perplexity`, as a scikit-learn scorer (``scoring=completion_score``)."""
+    ``−log`` of :func:`completion_perplexity`, as a scikit-learn scorer (``scoring=completion_score``).
+
+    Parameters
+    ----------
+    estimator : RectifiedAnchorWords, or a Pipeline ending with one
+        Fitted.
+    X : array-like or sparse matrix, shape (n_documents, n_features)
+        Word counts (a pipeline: its first step's input), the documents named by their row numbers.
+    y : None
+        Ignored.
+
+    Returns
+    -------
+    float
+    """
     loglik, n_tokens = _completion(estimator, X, None, "sampled")
     return loglik / n_tokens

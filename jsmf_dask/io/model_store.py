@@ -101,6 +101,18 @@ class FittedModel:
 def open_model(root: str, name: str) -> FittedModel:
     """Open ``<root>/model.zarr/<name>``.
 
+    Parameters
+    ----------
+    root : str
+        Run root (local path or fsspec URL).
+    name : str
+        The model's name (``k20-ap``, ``k20-ap-refined``).
+
+    Returns
+    -------
+    FittedModel
+        Its arrays (``B``, ``A``, …), trace and attributes.
+
     Raises
     ------
     StoreError

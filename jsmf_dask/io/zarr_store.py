@@ -178,6 +178,15 @@ class CooccurrenceStore:
 def open_cooccurrence(url: str) -> CooccurrenceStore:
     """Open ``url`` and check it against the layout.
 
+    Parameters
+    ----------
+    url : str
+        The store, ``<root>/cooc.zarr`` (local path or fsspec URL).
+
+    Returns
+    -------
+    CooccurrenceStore
+
     Raises
     ------
     StoreError
