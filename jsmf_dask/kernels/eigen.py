@@ -20,7 +20,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 
-__all__ = ["Eigenpairs", "top_eigenpairs", "block_size", "cold_start_memory", "KRYLOV_MAX_BLOCKS"]
+__all__ = ["Eigenpairs", "top_eigenpairs", "block_size", "start_block", "cold_start_memory", "KRYLOV_MAX_BLOCKS"]
 
 
 @dataclass
@@ -108,6 +108,14 @@ def _orthonormal_columns(X: np.ndarray, *, keep_all: bool = False, floor: float 
 #: ARPACK (1,000+ products each). Round-off is about 1e-16 times a few N; the tolerances asked of a solve are 1e-6
 #: (AP) down to 1e-10, so a direction this short cannot move a residual that has to reach them.
 BREAKDOWN = 1e-12
+
+
+def start_block(pairs: Eigenpairs) -> np.ndarray:
+    """The orthonormal block that warm-starts a fit's first eigensolve, from a cold solve's ``pairs``: its whole
+    block of Ritz vectors (the top K first, then the oversampling; a fit at K takes the first
+    :func:`block_size` of them, and its first solve is then a warm refinement instead of a
+    cold one) where the solver kept it (block Krylov, LOBPCG), else the K eigenvectors (ARPACK)."""
+    return pairs.vectors if pairs.basis is None else pairs.basis
 
 
 def block_size(k: int, n: int) -> int:

@@ -46,7 +46,7 @@ from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks
 from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, sharing_C
 from jsmf_dask.kernels.doc_split import DocumentSplit
-from jsmf_dask.kernels.eigen import block_size
+from jsmf_dask.kernels.eigen import block_size, start_block
 from jsmf_dask.kernels.metrics import coherence, dissimilarity, npmi_coherence, top_words
 from jsmf_dask.kernels.model_selection import RULE, perplexity_curve, recommend_k
 from jsmf_dask.parameters import CHOOSE_K_EIG_TOL, CHOOSE_K_ITERATIONS, CHOOSE_K_SWEEPS
@@ -57,7 +57,7 @@ from jsmf_dask.pipeline.refine import refine
 from jsmf_dask.pipeline.report import report_dir
 from jsmf_dask.stages.evaluate import document_scores_tasks
 from jsmf_dask.stages.rectify import MULTITHREADED_MIN_WORDS
-from jsmf_dask.stages.spectrum import eigenpairs_task, start_block
+from jsmf_dask.stages.spectrum import eigenpairs_task
 from jsmf_dask.cluster import Work, choose_engine
 
 __all__ = ["choose_k", "ChooseKResult", "KRecord", "model_names"]
@@ -260,7 +260,7 @@ def _fit_all(topics: list[int], width: int, fit_one: Callable[[int], KRecord],
 
 def _eigenpairs(root: str, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The top ``k`` eigenvalues of C and a block of vectors that holds their eigenvectors first
-    (:func:`~jsmf_dask.stages.spectrum.start_block`): stored (compressed store), in one task, or by products over
+    (:func:`~jsmf_dask.kernels.eigen.start_block`): stored (compressed store), in one task, or by products over
     C's tiles."""
     store = open_cooccurrence(cooc_path(root))
     if store.compressed:

@@ -6,9 +6,9 @@ import dask
 import numpy as np
 
 from jsmf_dask.io.zarr_store import read_checked_C
-from jsmf_dask.kernels.eigen import Eigenpairs, top_eigenpairs
+from jsmf_dask.kernels.eigen import start_block, top_eigenpairs
 
-__all__ = ["eigenpairs_task", "start_block"]
+__all__ = ["eigenpairs_task"]
 
 
 def _eigenpairs(cooc_url: str, k: int, seed: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
@@ -17,18 +17,10 @@ def _eigenpairs(cooc_url: str, k: int, seed: int, tol: float) -> tuple[np.ndarra
     return pairs.values, start_block(pairs)
 
 
-def start_block(pairs: Eigenpairs) -> np.ndarray:
-    """The orthonormal block that warm-starts a fit's first eigensolve, from a cold solve's ``pairs``: its whole
-    block of Ritz vectors (the top K first, then the oversampling; a fit at K takes the first
-    :func:`~jsmf_dask.kernels.eigen.block_size` of them, and its first solve is then a warm refinement instead of a
-    cold one) where the solver kept it (block Krylov, LOBPCG), else the K eigenvectors (ARPACK)."""
-    return pairs.vectors if pairs.basis is None else pairs.basis
-
-
 def eigenpairs_task(cooc_url: str, k: int, *, seed: int = 0, tol: float = 1e-6) -> dask.delayed:
     """One delayed ``(values, block)``: the top ``k`` eigenvalues of the ``C`` of the store at ``cooc_url``
     (descending) to the relative residual ``tol``, and the block of vectors that holds their eigenvectors first
-    (:func:`start_block`), read whole (and checked) in one task.
+    (:func:`~jsmf_dask.kernels.eigen.start_block`), read whole (and checked) in one task.
 
     The task holds ``C`` (``8N²`` bytes) and the eigensolver's blocks, as the
     in-task fit does (:func:`jsmf_dask.pipeline.fit_plan.in_task_memory`); the
