@@ -10,10 +10,13 @@ O(m²) for m free variables instead of a fresh O(m³) factorisation, and the
 multipliers of the bound variables use the free columns of ``G`` alone (O(Km),
 not O(K²)). With ``G_F u = b_F`` and ``G_F v = 1`` the step's solution is
 ``z = u − νv``, ``ν = (Σu − 1) / Σv``, kept when its KKT residual passes the
-test the Python version applies to its own solves. Where ``G_F`` is (nearly) singular the word goes on with Gaussian elimination
-with partial pivoting of the KKT system; where that too is untrustworthy — the
-case the Python version hands to least squares — the word is flagged and left
-to that version.
+test the Python version applies to its own solves. Where ``G_F`` is (nearly)
+singular the word goes on with Gaussian elimination with partial pivoting of
+the KKT system; where that too is untrustworthy — the case the Python version
+hands to least squares — the word is flagged and left to that version.
+Measured on the NIPS papers' C after 5 AP cycles (session 48, the benchmarks
+README's choose-k section): 0.40 s for 5,000 words at K = 100 against 1.76 s
+with a fresh elimination a step; the weights within 4e-15, the same supports.
 """
 
 from __future__ import annotations
