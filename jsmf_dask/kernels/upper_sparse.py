@@ -1,11 +1,11 @@
-"""A symmetric sparse matrix kept as its upper triangle (scipy only).
+"""A symmetric sparse matrix kept as its upper triangle (scipy; the mirror compiled, no dask, no I/O).
 
 AP's iterates and ENN's correction are low rank plus a sparse symmetric part
 whose entries come row-major from a scan of the upper triangle
 (:func:`jsmf_dask.kernels.ap.clipped_entries`). :class:`UpperSparse` does the
 algebra an AP cycle needs on the upper triangle alone;
 :func:`symmetric_from_upper` mirrors it into a full CSR matrix (ENN's
-correction, the stored model).
+correction, the stored model) with :mod:`~jsmf_dask.kernels._mirror_loop`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sps
 
+from jsmf_dask.kernels._mirror_loop import fill_symmetric, symmetric_indptr
+
 __all__ = ["UpperSparse", "symmetric_from_upper", "mirror_upper"]
 
 
@@ -22,14 +24,19 @@ def symmetric_from_upper(rows: np.ndarray, cols: np.ndarray, values: np.ndarray,
     """The symmetric N×N CSR matrix whose entries ``i ≤ j`` are ``(rows, cols, values)`` (repeats add up).
 
     Entries in row-major order, each once (as :func:`~jsmf_dask.kernels.ap.clipped_entries` gives them), are
-    mirrored as ``U + Uᵀ`` with the diagonal halved in ``U`` (exact: halves of a float add back to it): on
-    MovieLens's last AP iterate (N = 5,000, K = 20, 9.6M entries) 0.8 s instead of 1.2 s by COO, the path other
-    orders take; the same matrix to the bit.
+    placed by a counting pass and a filling pass (:mod:`~jsmf_dask.kernels._mirror_loop`): on the last AP
+    iterate of MovieLens with every movie (N = 9,724, K = 20; 36M entries, 77% of the upper triangle) 0.49 s
+    against 4.7 s for ``U + Uᵀ`` in scipy (the path before; the same matrix to the bit, session 48). Entries in
+    any other order go through COO.
     """
     key = rows.astype(np.int64) * n + cols
     if key.size and np.all(key[1:] > key[:-1]):
-        upper = UpperSparse.from_upper(rows, cols, np.where(rows == cols, 0.5 * values, values), n).U
-        return (upper + upper.T).tocsr()
+        indptr = symmetric_indptr(rows, cols, n)
+        nnz = int(indptr[-1])
+        index = np.int32 if max(n, nnz) < np.iinfo(np.int32).max else np.int64
+        indices, data = np.empty(nnz, dtype=index), np.empty(nnz)
+        fill_symmetric(rows, cols, values, indptr, indices, data)
+        return sps.csr_array((data, indices, indptr.astype(index)), shape=(n, n))
     off = rows != cols
     E = sps.coo_array((np.concatenate([values, values[off]]),
                        (np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]]))), shape=(n, n)).tocsr()
