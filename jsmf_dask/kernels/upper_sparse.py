@@ -24,10 +24,10 @@ def symmetric_from_upper(rows: np.ndarray, cols: np.ndarray, values: np.ndarray,
     """The symmetric N×N CSR matrix whose entries ``i ≤ j`` are ``(rows, cols, values)`` (repeats add up).
 
     Entries in row-major order, each once (as :func:`~jsmf_dask.kernels.ap.clipped_entries` gives them), are
-    placed by a counting pass and a filling pass (:mod:`~jsmf_dask.kernels._mirror_loop`): on the last AP
-    iterate of MovieLens with every movie (N = 9,724, K = 20; 36M entries, 77% of the upper triangle) 0.49 s
-    against 4.7 s for ``U + Uᵀ`` in scipy (the path before; the same matrix to the bit, session 48). Entries in
-    any other order go through COO.
+    placed by a counting pass and a filling pass (:mod:`~jsmf_dask.kernels._mirror_loop`): on the clip of a
+    20-topic AP fit of MovieLens with every movie (N = 9,724; 33M entries, 71% of the upper triangle) 0.55 s
+    against 2.3 s for ``U + Uᵀ`` in scipy, the path before, with the same matrix to the bit (medians of 3,
+    ``pipelines/benchmarks/kernels.py``, session 48). Entries in any other order go through COO.
     """
     key = rows.astype(np.int64) * n + cols
     if key.size and np.all(key[1:] > key[:-1]):
