@@ -9,7 +9,7 @@
   with every movie (9,724 items; from ``--data``, skipped when absent), against scipy's ``U + Uᵀ`` (the code
   before session 48); the two matrices compared entry by entry.
 
-Medians of ``--runs`` in one process (the references once each when they take over a minute). Usage::
+Medians of ``--runs`` in one process (the Python active set once). Usage::
 
     python -m pipelines.benchmarks.kernels --topics 50,100 --runs 3
 """
@@ -18,28 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
+from pipelines.benchmarks.estimator import timed
 from pipelines.benchmarks.quality import REPO
 
 NIPS = REPO / "pipelines" / "data" / "nips12-raw" / "nipstxt.tar.xz"
-
-
-def _timed(fn, runs: int):
-    """``fn()``'s result and the median of ``runs`` timings (one, when the first takes over a minute)."""
-    seconds, result = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        result = fn()
-        seconds.append(time.perf_counter() - t0)
-        if seconds[0] > 60:
-            break
-    return result, statistics.median(seconds)
 
 
 def recover_rows(out: Path, topics: list[int], runs: int, sample: int) -> list[dict]:
@@ -63,10 +50,10 @@ def recover_rows(out: Path, topics: list[int], runs: int, sample: int) -> list[d
         S = Cbar[anchors]
         G, b, norms2 = S @ S.T, Cbar @ S.T, np.einsum("ij,ij->i", Cbar, Cbar)
         recover_weights(G, b[:8], norms2[:8])  # compiled before it is timed
-        (Y, exact, _), ours = _timed(lambda: recover_weights(G, b, norms2), runs)
-        (_, eg, eg_short), eg_seconds = _timed(lambda: recover_weights(G, b, norms2, solver="eg"), runs)
+        ours, (Y, exact, _) = timed(lambda: recover_weights(G, b, norms2), runs)
+        eg_seconds, (_, eg, eg_short) = timed(lambda: recover_weights(G, b, norms2, solver="eg"), runs)
         picked = np.random.default_rng(0).choice(len(b), size=min(sample, len(b)), replace=False)
-        _, python = _timed(lambda: [simplex_least_squares(G, b[i]) for i in picked], 1)
+        python, _ = timed(lambda: [simplex_least_squares(G, b[i]) for i in picked], 1)
         row = {"case": "recover", "N": len(b), "K": k, "free_topics": float((Y > 0).sum(axis=1).mean()),
                "seconds": ours, "eg_seconds": eg_seconds, "eg_capped": eg_short,
                "eg_objective_excess": float(eg.sum() / exact.sum() - 1),
@@ -101,8 +88,8 @@ def mirror_rows(out: Path, data: Path, runs: int) -> list[dict]:
         return (U + U.T).tocsr()
 
     symmetric_from_upper(i[:8], j[:8], v[:8], n)  # compiled before it is timed
-    ours, seconds = _timed(lambda: symmetric_from_upper(i, j, v, n), runs)
-    reference, reference_seconds = _timed(scipy_mirror, runs)
+    seconds, ours = timed(lambda: symmetric_from_upper(i, j, v, n), runs)
+    reference_seconds, reference = timed(scipy_mirror, runs)
     same = bool(np.array_equal(ours.indptr, reference.indptr) and np.array_equal(ours.indices, reference.indices)
                 and np.array_equal(ours.data, reference.data))
     row = {"case": "mirror", "N": n, "K": 20, "entries": int(i.size),
