@@ -71,7 +71,11 @@ def _orthonormal_columns(X: np.ndarray, *, keep_all: bool = False, floor: float 
     b = 30: 1 ms, where ``numpy.linalg.qr`` took 12 ms (forming Q), 3 of the
     15 s of an AP fit. Otherwise Householder QR, which drops the directions
     whose pivot is below 1e-14 of the largest (a residual block nearly inside
-    the span it was orthogonalised against) unless ``keep_all``.
+    the span it was orthogonalised against) unless ``keep_all``; where that
+    keeps more directions than ``R``'s singular values above the same bound
+    count (a nearly dependent column inflates the pivots after it), ``Q``
+    times ``R``'s leading left singular vectors, which span ``X``'s dominant
+    directions but no longer nest column by column.
 
     ``floor`` is an absolute size below which a direction is dropped too (not
     under ``keep_all``): a block orthogonalised against a basis that already
@@ -97,7 +101,14 @@ def _orthonormal_columns(X: np.ndarray, *, keep_all: bool = False, floor: float 
     if keep_all:
         return Q
     pivots = np.abs(np.diag(tri))
-    return Q[:, pivots > max(1e-14 * max(float(pivots.max(initial=0.0)), np.finfo(float).tiny), floor)]
+    kept = pivots > max(1e-14 * max(float(pivots.max(initial=0.0)), np.finfo(float).tiny), floor)
+    # Without column pivoting R's diagonal overstates the rank after a nearly dependent column: its
+    # round-off, divided by that column's small pivot, can pass the floor (a direction of round-off, not
+    # orthogonal to what X was orthogonalised against). R's singular values count the directions; where
+    # the diagonal keeps more, the leading left singular vectors of X are kept instead.
+    U, sv, _ = np.linalg.svd(tri)
+    rank = int(np.count_nonzero(sv > max(1e-14 * max(float(sv.max(initial=0.0)), np.finfo(float).tiny), floor)))
+    return Q[:, kept] if np.count_nonzero(kept) <= rank else Q @ U[:, :rank]
 
 
 #: The share of its products below which a new block of the basis is round-off. A new block (a Krylov block, or the
