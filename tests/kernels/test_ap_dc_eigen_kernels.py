@@ -378,9 +378,9 @@ def test_orthonormal_columns_is_the_q_of_a_thin_qr(seed, n, b, dependent, log_sc
 def test_a_nearly_dependent_column_does_not_let_round_off_through(seed, n, rank, extra, weak):
     """A block of rank r whose r-th column is nearly a combination of the ones before it (10^weak of its length
     outside them), then ``extra`` columns in its span, as a Krylov block of an operator of rank r comes out: R's
-    pivots after the weak column are round-off divided by its small pivot and can pass the floor; the directions
-    kept are the block's r, orthonormal and inside its span to rounding (the dropped ones were normalised round-off,
-    up to 1e-4 off the span, before session 49)."""
+    pivots after the weak column are round-off divided by its small pivot and can pass the floor, and so can the
+    Gram matrix's (Cholesky QR's) above 1e-6; the directions kept are the block's r, orthonormal and inside its span
+    to rounding, by either route (until session 49 a normalised round-off direction was kept beside them)."""
     from jsmf_dask.kernels.eigen import BREAKDOWN, _orthonormal_columns
 
     rng = np.random.default_rng(seed)
