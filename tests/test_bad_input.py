@@ -104,6 +104,8 @@ INGEST_CASES = [
          InputError, r"l\.csv: line 3: item 'x' is labelled twice"),
     Case("labels-one-column", lambda t: {**_ratings(t, "u,i,r\na,x,4\n"), "labels": _file(t, "l.csv", "i\nx\n")},
          InputError, r"l\.csv: 1 column\(s\); expected the item then its label"),
+    Case("ratings-header-repeats-a-column", lambda t: _ratings(t, "u,r,r,t\na,x,4,1\n"), InputError,
+         r"ratings\.csv: line 1: the header names 2 columns 'r', the item column \(columns: \['u', 'r', 'r', 't'\]\)"),
     Case("rating-not-a-number", lambda t: _ratings(t, "u,i,r\na,x,4\nb,y,lots\n"), InputError,
          r"ratings\.csv: line 3: field r is 'lots'; expected a number"),
     Case("rating-negative", lambda t: _ratings(t, "u,i,r\na,x,4\nb,y,-1\n"), InputError,

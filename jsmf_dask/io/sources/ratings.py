@@ -69,6 +69,9 @@ def partition_ratings_file(
             for w, role in zip(wanted, ("user", "item", "rating"), strict=True):
                 if w not in names:
                     raise InputError(f"{url}: no {role} column {w!r} (columns: {names})")
+                if names.count(w) > 1:
+                    raise InputError(f"{url}: line 1: the header names {names.count(w)} columns {w!r}, the {role} "
+                                     f"column (columns: {names}); which one is meant is not known: rename one of them")
             for batch in reader:
                 user = pc.cast(batch.column(wanted[0]), pa.string())
                 item = pc.cast(batch.column(wanted[1]), pa.string())
