@@ -237,10 +237,20 @@ def test_cooccur_bad_input(tmp_path, case):
     assert listing(root) == before
 
 
-def test_cooccur_bad_tile_size(tmp_path):
+def test_cooccur_bad_tile_size(tmp_path, monkeypatch):
     root = _corpus(tmp_path)
     with pytest.raises(InvalidParameterError, match=r"'tile_size' parameter of cooccur .* Got 0 instead"):
         cooccur(root, tile_size=0)
+    # a tile size that cuts C into more tiles than a graph should hold (a typo: 3 for 3000) is refused up front,
+    # nothing written; the bound made small enough for this corpus's few words
+    monkeypatch.setattr("jsmf_dask.pipeline.cooccur.MAX_TILES", 5)
+    before = listing(root)
+    with pytest.raises(InvalidParameterError, match=r"'tile_size' parameter of cooccur \(1\) cuts C of \d+ words "
+                                                    r"into \d+ upper-triangular tiles, a task each, above 5: pass a "
+                                                    r"larger one \(the default is 2048\), or --rank"):
+        cooccur(root, tile_size=1)
+    assert listing(root) == before
+    cooccur(root, tile_size=2)  # 3 tiles of at most 2 of its words: within the bound
 
 
 def test_cli_reports_error_and_exit_status(tmp_path, capsys):

@@ -101,6 +101,13 @@ def _version(root: str) -> tuple | None:
             len(attrs.get("updates", [])))
 
 
+
+#: The most upper-triangular tiles of the dense C a ``tile_size`` may cut it into (a task each): 2,048-word tiles
+#: reach it at about 900k words, where the dense C would take 6 TiB; a tile size of a few words (a typo) would
+#: otherwise build a graph of a million tasks and run for hours.
+MAX_TILES = 100_000
+
+
 def cooccur(
     root: str,
     *,
@@ -255,6 +262,12 @@ def cooccur(
         summary.reason = reason
         return summary
     edges = word_block_edges(n_words, tile_size)
+    tiles = (len(edges) - 1) * len(edges) // 2
+    if tiles > MAX_TILES:
+        raise InvalidParameterError(
+            f"The 'tile_size' parameter of {owner} ({tile_size}) cuts C of {n_words} words into {tiles} "
+            f"upper-triangular tiles, a task each, above {MAX_TILES}: pass a larger one (the default is "
+            f"{config.get('cooccur.tile-size')}), or --rank for the compressed store")
     # the tiles of C (and D2) uncompressed, the most they take; the previous store stays until the commit
     check_free_space(root, 8 * n_words * n_words * (2 if codoc else 1),
                      f"cooccur (C{' and D2' if codoc else ''} of N = {n_words} words, 8N² bytes each, uncompressed"
