@@ -183,7 +183,7 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
     cumulative = np.empty(k)  # a word's cumulative responsibilities (drawn passes)
     denom = np.empty(k)
     eta_denom = np.empty(k)
-    dist = np.empty((EXACT_COUNTS + 1, k))  # P(n_dk = m) for m < EXACT_COUNTS, then P(n_dk >= EXACT_COUNTS)
+    dist = np.empty((EXACT_COUNTS, k))  # P(n_dk = m) for m < EXACT_COUNTS (the rest is 1 minus their sum)
     alpha_sum = 0.0
     for t in range(k):
         alpha_sum += alpha[t]
@@ -280,9 +280,7 @@ def cvb0_loop(indptr, indices, data, word_topic, topic_total, alpha, eta, doc_to
         dist[0, :] = 1.0
         for j in range(length):
             for _ in range(int(data[start + j])):  # each token of the word: one Bernoulli(ρ) per topic
-                for t in range(k):  # topics innermost, so that it vectorises
-                    dist[EXACT_COUNTS, t] += dist[EXACT_COUNTS - 1, t] * rho[j, t]
-                for m in range(EXACT_COUNTS - 1, 0, -1):
+                for m in range(EXACT_COUNTS - 1, 0, -1):  # topics innermost, so that it vectorises
                     for t in range(k):
                         dist[m, t] = dist[m, t] * (1.0 - rho[j, t]) + dist[m - 1, t] * rho[j, t]
                 for t in range(k):
