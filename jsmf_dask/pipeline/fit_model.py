@@ -185,7 +185,11 @@ def weightless_topics_message(legality: float, A: np.ndarray, anchors: np.ndarra
     poor (the paper's point), and it is fitted to be compared.
     """
     k = A.shape[0]
-    if legality <= 0:
+    if legality < 0:  # an ε-non-negative C (ENN) whose anchors' block sums below zero
+        return (f"the {k} anchors' block of the rectified C gives A a sum of {legality:.3g}, below zero, so A "
+                f"cannot be formed and is zero: the rectification has not converged; run more cycles (now "
+                f"iterations={iterations}) or use rectifier='ap'")
+    if legality == 0:
         return (f"the {k} anchors never co-occur in C (C_SS is zero), so A is zero; this happens without "
                 "rectification when rare words are anchors: raise min_anchor_df or use rectifier='ap'")
     if rectifier == "none":

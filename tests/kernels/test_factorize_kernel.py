@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from jsmf_dask.kernels.anchors import greedy_anchors
 from jsmf_dask.kernels.factorize import find_anchors, recover, rectify
-from jsmf_dask.kernels.recover import exponentiated_gradient, recover_weights, simplex_least_squares
+from jsmf_dask.kernels.recover import (exponentiated_gradient, recover_weights, simplex_least_squares, topic_topic,
+                                      topic_word)
 from jsmf_dask.kernels.synthetic import dirichlet_topic_topic, separable_topics
 from tests.conftest import examples
 
@@ -144,3 +145,17 @@ def test_solvers_report_when_they_stop_at_their_cap(reuters_cbar):
     y, ok = simplex_least_squares(G, b[0], return_converged=True)
     assert ok is True
     np.testing.assert_array_equal(y, simplex_least_squares(G, b[0]))
+
+
+def test_bayes_rule_and_a_by_hand_where_an_enn_c_goes_below_zero():
+    """B = y p(w) / Σ (columns sum to 1): a word whose row of an ε-non-negative C sums below zero has p(w) 0, so its
+    row of B is 0, not negative; A is C_SS over the anchors' B entries, divided by its sum, and zero (with that sum
+    returned) when the sum is not positive."""
+    weights = np.array([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0], [0.3, 0.7]])
+    B = topic_word(weights, np.array([0.4, 0.2, 0.4, -1e-6]))
+    np.testing.assert_allclose(B, [[0.4 / 0.5, 0.0], [0.1 / 0.5, 0.1 / 0.5], [0.0, 0.4 / 0.5], [0.0, 0.0]], atol=1e-15)
+    anchors = np.array([0, 2])
+    A, raw = topic_topic(np.array([[0.2, 0.1], [0.1, 0.2]]), B, anchors)
+    assert raw == pytest.approx(0.6 / 0.64) and A == pytest.approx(np.array([[2, 1], [1, 2]]) / 6)
+    A, raw = topic_topic(np.array([[0.1, -0.3], [-0.3, 0.1]]), B, anchors)
+    assert raw == pytest.approx(-0.4 / 0.64) and not A.any()

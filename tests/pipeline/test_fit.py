@@ -518,7 +518,8 @@ def test_evaluate_and_report_read_a_model_fitted_on_anchor_words(synthetic_root,
 
 def test_weightless_topics_message_by_hand():
     """Rows of A under 5% of an even share (1/K) are named by their anchors; a healthy A says nothing; A = 0
-    (no two anchors co-occur) keeps its own message; the Baseline (no rectification) is checked for that only."""
+    (no two anchors co-occur) keeps its own message, and so does a negative sum before normalisation (an
+    unconverged ENN); the Baseline (no rectification) is checked for that only."""
     from jsmf_dask.pipeline.fit_model import WEIGHTLESS_SHARE, weightless_topics_message
 
     words = ["a", "b", "c", "d"]
@@ -534,7 +535,30 @@ def test_weightless_topics_message_by_hand():
 
     assert "(now --iterations 150) or a higher anchor floor (now --min-anchor-df 10)" in cli_words(message)
     assert "never co-occur" in weightless_topics_message(0.0, np.zeros((4, 4)), np.arange(4), words, 0, "none", 1)
+    below = weightless_topics_message(-6.19, np.zeros((4, 4)), np.arange(4), words, 1, "enn", 1)
+    assert below.startswith("the 4 anchors' block of the rectified C gives A a sum of -6.19, below zero, so A cannot "
+                            "be formed and is zero") and "(now iterations=1)" in below
     assert weightless_topics_message(1.0, edge, np.arange(4), words, 10, "none", 1) is None  # the Baseline: compared
+
+
+def test_an_unconverged_enn_fit_keeps_b_and_a_probabilities(tmp_path):
+    """ENN's C is ε-non-negative: after one cycle on Reuters (K 12, anchors down to one document) some words' rows
+    sum below zero and the anchors' block gives A a negative sum (-6.2). B takes those words' p(w) as 0 (its entries
+    were down to -7.6e-6), and A is zero with a warning that says why (it was returned undivided, its entries down
+    to -1.7, under a message that called it zero)."""
+    import dask
+
+    from jsmf_dask import ingest
+    from tests.conftest import REUTERS_DOCWORD
+
+    root = tmp_path / "reuters"
+    with dask.config.set(scheduler="synchronous"):
+        ingest(root, [str(REUTERS_DOCWORD)])
+        cooccur(root, heldout=0.1, validation=0.05)
+        with pytest.warns(UserWarning, match=r"gives A a sum of -6\.\d+, below zero, so A cannot be formed"):
+            model = fit(root, n_topics=12, rectifier="enn", iterations=1, min_anchor_df=1, seed=7, path="in-task")
+    assert model.B.min() >= 0 and np.allclose(model.B.sum(axis=0), 1)
+    assert not model.A.any() and model.attrs["legality"] < 0
 
 
 @pytest.fixture(scope="module")
