@@ -431,6 +431,16 @@ def _recover(plan: _Plan, anchored: RectifiedAnchors, client) -> tuple[Recovered
         with _progress.data_in_graph():  # Z's K × block slices, as a task rerun needs them
             parts = _progress.compute(*law_recovery_tasks(anchored.Z, anchored.anchors, plan.solver, block=block))
     elif anchored.columns is not None:  # an anchor vocabulary: every word against its columns, then ρ
+        lost = np.flatnonzero(~(anchored.shares > 0))
+        if lost.size:  # ρ_k = 0: the restricted rows say nothing of topic k (p(z | i) ∝ ỹ / ρ would divide by 0)
+            named = ", ".join(repr(plan.words[anchored.anchors[k]]) for k in lost[:3]) + (", ..." if lost.size > 3
+                                                                                         else "")
+            raise InvalidParameterError(
+                f"the anchor{'s' if lost.size > 1 else ''} {named} never co-occur{'' if lost.size > 1 else 's'} in "
+                f"C with the anchor vocabulary's "
+                f"{anchored.columns.words.size} words (a rare word, an anchor after AP's cycles on that vocabulary's "
+                f"block), so their topics cannot be recovered from those words' columns: raise min_anchor_df (now "
+                f"{plan.min_anchor_df}), or pass anchor_words=None to fit on every word")
         columns = client.scatter(anchored.columns, broadcast=True) if client is not None else anchored.columns
         parts = _progress.compute(*recovery_tasks(columns, None, anchored.Cbar_S, anchored.Cbar_S @ anchored.Cbar_S.T,
                                                   anchored.anchors, plan.solver, block=block,

@@ -561,6 +561,29 @@ def test_an_unconverged_enn_fit_keeps_b_and_a_probabilities(tmp_path):
     assert not model.A.any() and model.attrs["legality"] < 0
 
 
+def test_an_anchor_outside_the_anchor_vocabulary_columns_is_a_clear_error(tmp_path):
+    """On an anchor vocabulary, p(z | i) ∝ ỹ_ik / ρ_k with ρ_k the share of anchor k's row of C in the vocabulary's
+    columns. With no document-frequency floor and two AP cycles on Reuters, a word of one document ('estrada') is
+    an anchor whose row has none there: ρ_k = 0 made B NaN and numpy's SVD fail ('SVD did not converge'). Now the
+    fit says which anchor and what to change, and writes nothing."""
+    import dask
+
+    from jsmf_dask import ingest
+    from jsmf_dask.exceptions import InvalidParameterError
+    from tests.conftest import REUTERS_DOCWORD
+
+    root = tmp_path / "reuters"
+    with dask.config.set(scheduler="synchronous"):
+        ingest(root, [str(REUTERS_DOCWORD)])
+        cooccur(root, heldout=0.1, validation=0.05)
+        with pytest.raises(InvalidParameterError, match=r"the anchor 'estrada' never co-occurs in C with the anchor "
+                                                         r"vocabulary's 1000 words .* raise min_anchor_df \(now 0\), "
+                                                         r"or pass anchor_words=None"):
+            fit(root, n_topics=5, iterations=2, tol=0.5, min_anchor_df=0, seed=1, path="in-task", eig_tol=1e-3,
+                anchor_words="auto", name="rare")
+    assert not (root / "model.zarr" / "rare").exists()
+
+
 @pytest.fixture(scope="module")
 def rare_anchor_root(tmp_path_factory):
     """An LDA corpus of 3 topics over 60 words, and 6 rare words, each in 12 documents of its own (3 tokens of it
