@@ -42,18 +42,9 @@ from jsmf_dask.kernels.anchor_words import unrestricted_weights
 from jsmf_dask.kernels.enn import checked_rows, enn_memory, enn_min_memory
 from jsmf_dask.kernels.recover import Recovered, recovered_topics
 from jsmf_dask.pipeline.anchor_floor import first_floor, raise_floor
-from jsmf_dask.pipeline.fit_model import (
-    CycleRecord,
-    FitResult,
-    convergence_issues,
-    cycle_records,
-    default_name,
-    low_rank_arrays,
-    low_rank_attrs,
-    model_attrs,
-    weightless_topics_message,
-    write_topics,
-)
+from jsmf_dask.pipeline.fit_model import (CycleRecord, FitResult, convergence_issues, cycle_records, default_name,
+                                          low_rank_arrays, low_rank_attrs, model_attrs, outside_anchors_message,
+                                          weightless_topics_message, write_topics)
 from jsmf_dask.pipeline.fit_plan import (
     anchor_words_memory,
     check_low_rank_memory,
@@ -431,16 +422,9 @@ def _recover(plan: _Plan, anchored: RectifiedAnchors, client) -> tuple[Recovered
         with _progress.data_in_graph():  # Z's K × block slices, as a task rerun needs them
             parts = _progress.compute(*law_recovery_tasks(anchored.Z, anchored.anchors, plan.solver, block=block))
     elif anchored.columns is not None:  # an anchor vocabulary: every word against its columns, then ρ
-        lost = np.flatnonzero(~(anchored.shares > 0))
-        if lost.size:  # ρ_k = 0: the restricted rows say nothing of topic k (p(z | i) ∝ ỹ / ρ would divide by 0)
-            named = ", ".join(repr(plan.words[anchored.anchors[k]]) for k in lost[:3]) + (", ..." if lost.size > 3
-                                                                                         else "")
-            raise InvalidParameterError(
-                f"the anchor{'s' if lost.size > 1 else ''} {named} never co-occur{'' if lost.size > 1 else 's'} in "
-                f"C with the anchor vocabulary's "
-                f"{anchored.columns.words.size} words (a rare word, an anchor after AP's cycles on that vocabulary's "
-                f"block), so their topics cannot be recovered from those words' columns: raise min_anchor_df (now "
-                f"{plan.min_anchor_df}), or pass anchor_words=None to fit on every word")
+        if (problem := outside_anchors_message(anchored.shares, anchored.anchors, plan.words,
+                                               anchored.columns.words.size, plan.min_anchor_df)) is not None:
+            raise InvalidParameterError(problem)
         columns = client.scatter(anchored.columns, broadcast=True) if client is not None else anchored.columns
         parts = _progress.compute(*recovery_tasks(columns, None, anchored.Cbar_S, anchored.Cbar_S @ anchored.Cbar_S.T,
                                                   anchored.anchors, plan.solver, block=block,

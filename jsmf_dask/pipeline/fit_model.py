@@ -27,6 +27,7 @@ from jsmf_dask.stages.rectify import RectifyParams
 
 __all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "word_separator", "change_line", "default_name",
            "convergence_issues", "weightless_topics", "weightless_topics_message", "WEIGHTLESS_SHARE", "model_attrs", "low_rank_arrays",
+           "outside_anchors_message",
            "low_rank_attrs", "write_topics", "topics_json"]
 
 
@@ -203,6 +204,25 @@ def weightless_topics_message(legality: float, A: np.ndarray, anchors: np.ndarra
             f"share; anchors {named}): their anchors seldom co-occur with the others, so the spectral model gives "
             f"them almost no documents; refine repairs this (it weighs each topic by the words it explains); for "
             f"the spectral model itself try {cycles}a higher anchor floor (now min_anchor_df={min_anchor_df})")
+
+
+def outside_anchors_message(shares: np.ndarray, anchors: np.ndarray, words: list[str], n_vocabulary: int,
+                            min_anchor_df: int) -> str | None:
+    """What to say when an anchor vocabulary's fit cannot recover some topics, else None.
+
+    ``shares`` are the anchors' ``ρ_k`` (:func:`~jsmf_dask.kernels.anchor_words.column_shares`): where one is 0
+    the anchor's row of C has nothing in the vocabulary's columns, the restricted rows say nothing of its topic,
+    and ``p(z | i) ∝ ỹ / ρ`` would divide by 0 (a rare word made an anchor by AP's cycles on the vocabulary's block).
+    """
+    lost = np.flatnonzero(~(shares > 0))
+    if lost.size == 0:
+        return None
+    named = ", ".join(repr(words[anchors[k]]) for k in lost[:3]) + (", ..." if lost.size > 3 else "")
+    many = lost.size > 1
+    return (f"the anchor{'s' if many else ''} {named} never co-occur{'' if many else 's'} in C with the anchor "
+            f"vocabulary's {n_vocabulary} words (a rare word, an anchor after AP's cycles on that vocabulary's "
+            f"block), so {'their topics' if many else 'its topic'} cannot be recovered from those words' columns: "
+            f"raise min_anchor_df (now {min_anchor_df}), or pass anchor_words=None to fit on every word")
 
 
 def model_attrs(name, params: RectifyParams, solver, min_anchor_df, path, warm_start, path_reason, n_iter,
