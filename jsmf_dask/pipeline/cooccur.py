@@ -101,7 +101,6 @@ def _version(root: str) -> tuple | None:
             len(attrs.get("updates", [])))
 
 
-
 #: The most upper-triangular tiles of the dense C a ``tile_size`` may cut it into (a task each): 2,048-word tiles
 #: reach it at about 900k words, where the dense C would take 6 TiB; a tile size of a few words (a typo) would
 #: otherwise build a graph of a million tasks and run for hours.

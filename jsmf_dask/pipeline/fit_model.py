@@ -27,8 +27,7 @@ from jsmf_dask.stages.rectify import RectifyParams
 
 __all__ = ["FitResult", "CycleRecord", "cycle_records", "topic_labels", "word_separator", "change_line", "default_name",
            "convergence_issues", "weightless_topics", "weightless_topics_message", "WEIGHTLESS_SHARE", "model_attrs", "low_rank_arrays",
-           "outside_anchors_message",
-           "low_rank_attrs", "write_topics", "topics_json"]
+           "low_rank_attrs", "write_topics", "topics_json", "outside_anchors_message"]
 
 
 def default_name(n_topics: int, rectifier: str) -> str:
