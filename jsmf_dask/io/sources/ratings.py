@@ -25,6 +25,10 @@ from jsmf_dask.io.sources._common import StringSource, NUMBER_PATTERN, ReadSumma
 
 __all__ = ["RatingsColumns", "partition_ratings_file", "RatingsBucketPartition", "ratings_buckets"]
 
+#: The largest rating read: each becomes ``round(2 × rating)`` copies of its item, counted in int32.
+MAX_RATING = (2**31 - 2) // 2
+
+
 @dataclass(frozen=True)
 class RatingsColumns:
     """Column names of a ratings CSV; None takes the header's first three columns in order."""
@@ -73,9 +77,8 @@ def partition_ratings_file(
                     raise InputError(f"{url}: line 1: the header names {names.count(w)} columns {w!r}, the {role} "
                                      f"column (columns: {names}); which one is meant is not known: rename one of them")
             for batch in reader:
-                user = pc.cast(batch.column(wanted[0]), pa.string())
-                item = pc.cast(batch.column(wanted[1]), pa.string())
-                rating_text = pc.cast(batch.column(wanted[2]), pa.string())
+                # a column read as numbers holds an empty field as null: as text, it is the empty string
+                user, item, rating_text = (pc.fill_null(pc.cast(batch.column(w), pa.string()), "") for w in wanted)
                 line = start + 2 + np.arange(batch.num_rows)
                 for col, name in ((user, wanted[0]), (item, wanted[1])):
                     empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0).to_numpy(zero_copy_only=False)
@@ -89,9 +92,12 @@ def partition_ratings_file(
                         f"{url}: line {line[r]}: field {wanted[2]} is {rating_text[r].as_py()!r}; expected a number"
                     )
                 rating = pc.cast(pc.utf8_trim_whitespace(rating_text), pa.float64()).to_numpy()
-                if (rating < 0).any() or not np.isfinite(rating).all():
-                    r = int(np.flatnonzero((rating < 0) | ~np.isfinite(rating))[0])
-                    raise InputError(f"{url}: line {line[r]}: field {wanted[2]} is {rating[r]}; expected a rating >= 0")
+                bad = (rating < 0) | ~np.isfinite(rating) | (rating > MAX_RATING)
+                if bad.any():
+                    r = int(np.flatnonzero(bad)[0])
+                    raise InputError(f"{url}: line {line[r]}: field {wanted[2]} is {rating[r]}; expected a rating >= 0"
+                                     + (f" and at most {MAX_RATING:.0f} (is {wanted[2]!r} the rating column?)"
+                                        if rating[r] > MAX_RATING else ""))
                 copies = np.floor(2.0 * rating + 0.5).astype(np.int32)
                 table = pa.table(
                     {
