@@ -96,6 +96,8 @@ INGEST_CASES = [
          InputError, r"b\.txt: line 1: byte 2: not valid utf-8"),
     Case("uci-directory-with-other-files", lambda t: _uci_dir(t, extra={"notes.md": b"hello"}),
          InputError, r"uci: directory holds UCI bag-of-words files \(docword\.t\.txt, vocab\.t\.txt\) and other files"),
+    Case("uci-without-docword-name", lambda t: {"inputs": [_renamed(uci(t)[0], "counts.txt")], "format": "uci"},
+         InputError, r"counts\.txt: read as a UCI docword file, but it is not named docword\.<name>\.txt\[\.gz\]"),
     Case("unknown-encoding", lambda t: {**_bytes(t, "d.jsonl", b'{"text": "x"}\n'), "encoding": "klingon"},
          InvalidParameterError, r"The 'encoding' parameter of ingest must name a Python codec"),
     Case("labels-missing", lambda t: {**_ratings(t, "u,i,r\na,x,4\n"), "labels": str(t / "nope.csv")}, InputError,
@@ -180,6 +182,10 @@ def _ratings(t: Path, text: str) -> dict:
     path = t / "ratings.csv"
     path.write_text(text)
     return {"inputs": [str(path)], "format": "ratings"}
+
+
+def _renamed(path: str, name: str) -> str:
+    return str(Path(path).rename(Path(path).with_name(name)))
 
 
 @pytest.mark.parametrize("case", INGEST_CASES, ids=lambda c: c.id)

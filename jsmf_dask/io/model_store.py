@@ -26,7 +26,7 @@ from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.provenance import provenance
 from jsmf_dask.io.fs import check_committed, get_fs, join, join_under
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import StoredRows, cooc_path, zarr_store
+from jsmf_dask.io.zarr_store import StoredRows, cooc_path, read_group, reading, zarr_store
 
 __all__ = ["low_rank_rectified", "stored_rectified", "model_path", "topics_path", "ensure_model_group",
            "write_array", "write_arrays", "FittedModel", "open_model", "list_models", "chosen_model"]
@@ -53,10 +53,11 @@ def ensure_model_group(root: str) -> None:
     commands); the one that loses the creation finds the winner's group, which is all it needs.
     """
     url = join(root, "model.zarr")
-    try:
-        zarr.open_group(zarr_store(url), mode="a", zarr_format=3)
-    except zarr.errors.ContainsGroupError:
-        zarr.open_group(zarr_store(url), mode="r")
+    with reading(url):
+        try:
+            zarr.open_group(zarr_store(url), mode="a", zarr_format=3)
+        except zarr.errors.ContainsGroupError:
+            zarr.open_group(zarr_store(url), mode="r")
 
 
 def write_arrays(model_url: str, arrays: dict[str, np.ndarray]) -> None:
@@ -85,10 +86,15 @@ class FittedModel:
     group: zarr.Group
     root: str
 
+    def has(self, name: str) -> bool:
+        """Whether the model group holds ``name`` (``correction``: the low-rank form's sparse part)."""
+        with reading(self.url, name):
+            return name in self.group
+
     def rectified_C(self) -> np.ndarray:
         """The rectified C as a dense N×N array, whichever form the store keeps (loads N² floats: small N only);
         of a model fitted on an anchor vocabulary, the n×n block of those words (``arrays['anchor_words']``)."""
-        if "correction" in self.group:
+        if self.has("correction"):
             U, s, (rows, cols, values) = low_rank_rectified(self)
             C = (U * s) @ U.T
             C[rows, cols] += values  # the correction's upper triangle (each entry once), then its mirror
@@ -123,13 +129,22 @@ def open_model(root: str, name: str) -> FittedModel:
     if not fs.exists(path):
         raise StoreError(f"{url}: no such model; fitted models: {list_models(root) or 'none'}")
     check_committed(url)
-    group = zarr.open_group(zarr_store(url, read_only=True), mode="r")
-    attrs = dict(group.attrs)
+    group = read_group(url)
+    with reading(url):
+        attrs = dict(group.attrs)
     if attrs.get("schema_version") != SCHEMA_VERSION:
         raise StoreError(f"{url}: attribute 'schema_version' is {attrs.get('schema_version')!r}; expected {SCHEMA_VERSION}")
-    arrays = {k: group[k][...] for k in SMALL if k in group}
-    trace = {k: group["trace"][k][...] for k in group["trace"].array_keys()} if "trace" in group else {}
+    arrays = {k: v for k in SMALL if (v := _read_whole(url, group, k)) is not None}
+    with reading(url, "trace"):
+        traced = list(group["trace"].array_keys()) if "trace" in group else []
+    trace = {k: _read_whole(url, group, f"trace/{k}") for k in traced}
     return FittedModel(url, name, attrs, arrays, trace, group, root)
+
+
+def _read_whole(url: str, group: zarr.Group, path: str) -> np.ndarray | None:
+    """The whole array ``path`` of the model group, None if it has none (:func:`reading`: damage named)."""
+    with reading(url, path):
+        return group[path][...] if path in group else None
 
 
 def chosen_model(root: str, name: str | None, *, option: str = "--model") -> str:
@@ -175,7 +190,7 @@ def stored_rectified(model: FittedModel) -> StoredRows:
     if rectified is None:
         raise StoreError(f"{model.url}: the rectified C is kept in low-rank form (an AP or ENN model)")
     url = cooc_path(model.root)
-    store_attrs = dict(zarr.open_group(zarr_store(url, read_only=True), mode="r").attrs)
+    store_attrs = dict(read_group(url).attrs)
     if provenance(store_attrs) != model.attrs.get("cooccurrence"):
         raise StoreError(
             f"{model.url}: model {model.name!r} keeps its rectified C as a reference to {url}, which has changed "
@@ -188,11 +203,12 @@ def low_rank_rectified(model: FittedModel) -> tuple[np.ndarray, np.ndarray, tupl
     """An AP or ENN model's rectified C as ``(U, s, upper)`` with ``C = U diag(s) Uᵀ + E``: ``U = [Y, 1]``,
     ``s = [max(eigenvalues, 0), shift]`` and ``upper`` the symmetric ``E``'s stored upper triangle
     ``(rows, cols, values)`` (:func:`~jsmf_dask.kernels.upper_sparse.symmetric_from_upper` makes ``E``)."""
-    if "correction" not in model.group:
+    if not model.has("correction"):
         raise StoreError(f"{model.url}: no low-rank rectified C (a Baseline or DC model: see stored_rectified)")
     Y, values = model.arrays["Y"], model.arrays["eigenvalues"]
     n = Y.shape[0]
-    g = model.group["correction"]
     U = np.hstack([Y, np.ones((n, 1))])
     s = np.append(np.maximum(values, 0.0), float(model.attrs["low_rank"]["shift"]))
-    return U, s, (g["rows"][:], g["cols"][:], g["values"][:])
+    with reading(model.url, "correction"):
+        g = model.group["correction"]
+        return U, s, (g["rows"][:], g["cols"][:], g["values"][:])

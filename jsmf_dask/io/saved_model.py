@@ -26,7 +26,7 @@ from jsmf_dask.io.model_store import write_arrays
 from jsmf_dask.io.parquet import read_parquet
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.io.zarr_store import read_group, reading, zarr_store
 
 __all__ = ["SAVED_MODEL_KIND", "is_saved_model", "write_saved_model", "read_saved_model"]
 
@@ -40,8 +40,9 @@ def is_saved_model(url: str) -> bool:
     fs, path = get_fs(join(url, _ARRAYS, "zarr.json"))
     if not fs.exists(path):
         return False
-    group = zarr.open_group(zarr_store(join(url, _ARRAYS), read_only=True), mode="r")
-    return group.attrs.get("kind") == SAVED_MODEL_KIND
+    arrays_url = join(url, _ARRAYS)
+    with reading(arrays_url):
+        return read_group(arrays_url).attrs.get("kind") == SAVED_MODEL_KIND
 
 
 def write_saved_model(url: str, arrays: dict[str, np.ndarray], attrs: dict[str, Any], words: list[str], *,
@@ -81,12 +82,14 @@ def read_saved_model(url: str) -> tuple[dict[str, np.ndarray], dict[str, Any], l
     if not is_saved_model(url):
         raise StoreError(f"{url}: not a saved RectifiedAnchorWords (RectifiedAnchorWords.save writes one)")
     check_committed(url)
-    group = zarr.open_group(zarr_store(join(url, _ARRAYS), read_only=True), mode="r")
-    attrs = dict(group.attrs)
+    arrays_url = join(url, _ARRAYS)
+    group = read_group(arrays_url)
+    with reading(arrays_url):
+        attrs = dict(group.attrs)
     if attrs.get("schema_version") != SCHEMA_VERSION:
         raise StoreError(f"{url}: attribute 'schema_version' is {attrs.get('schema_version')!r}; "
                          f"expected {SCHEMA_VERSION}")
-    arrays = _nested(group)
+    arrays = _nested(arrays_url, group)
     vocab = join(url, _VOCAB)
     fs, path = get_fs(vocab)
     if not fs.exists(path):
@@ -95,8 +98,14 @@ def read_saved_model(url: str) -> tuple[dict[str, np.ndarray], dict[str, Any], l
     return arrays, attrs, words
 
 
-def _nested(group: zarr.Group) -> dict[str, np.ndarray]:
-    found = {path: array[...] for path, array in group.arrays()}
-    for sub_path, sub in group.groups():
-        found |= {f"{sub_path}/{k}": v for k, v in _nested(sub).items()}
+def _nested(url: str, group: zarr.Group, prefix: str = "") -> dict[str, np.ndarray]:
+    """Every array under ``group`` (the store ``url``'s, at ``prefix``) by its path, read whole."""
+    with reading(url, prefix.rstrip("/") or None):
+        arrays, groups = list(group.arrays()), list(group.groups())
+    found = {}
+    for path, array in arrays:
+        with reading(url, prefix + path):
+            found[prefix + path] = array[...]
+    for sub_path, sub in groups:
+        found |= _nested(url, sub, f"{prefix}{sub_path}/")
     return found

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
-from zarr.errors import GroupNotFoundError, NodeTypeValidationError
 
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import check_committed, get_fs, is_local, join
@@ -27,6 +26,8 @@ from jsmf_dask.io.schema import SCHEMA_VERSION
 __all__ = [
     "cooc_path",
     "zarr_store",
+    "reading",
+    "read_group",
     "create_cooccurrence",
     "write_compressed",
     "write_tile",
@@ -69,6 +70,44 @@ def zarr_store(url: str, *, read_only: bool = False) -> zarr.abc.store.Store:
     if is_local(url):
         return zarr.storage.LocalStore(get_fs(url)[1], read_only=read_only)
     return zarr.storage.FsspecStore.from_url(url, read_only=read_only)
+
+
+#: What zarr and its codecs raise on a damaged store: a ``zarr.json`` that is not JSON, not UTF-8 or has missing or
+#: mistyped fields, a chunk truncated or overwritten (the codecs' errors). Caught around store reads only.
+_DAMAGE = (ValueError, TypeError, KeyError, AttributeError, RuntimeError)
+
+
+@contextlib.contextmanager
+def reading(url: str, what: str | None = None) -> Iterator[None]:
+    """Reads of the Zarr store ``url`` (``what``: the array read) inside this block raise
+    :class:`~jsmf_dask.exceptions.StoreError` naming the store, not zarr's or a codec's error, when the store is
+    damaged (an interrupted copy, a bad disk, a hand edit). Wrap reads only, never work on what was read."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except _DAMAGE as err:
+        where = join(url, what) if what else url
+        raise StoreError(f"{where}: cannot be read, the store is damaged ({type(err).__name__}: {err}); "
+                         f"{_rewrite_hint(url)}") from err
+
+
+def _rewrite_hint(url: str) -> str:
+    """What writes the store ``url`` again."""
+    parts = url.rstrip("/").rsplit("/", 2)
+    if parts[-1] == "cooc.zarr":
+        return "build it again with `jsmf cooccur ROOT --overwrite`"
+    if len(parts) > 1 and parts[-2] == "model.zarr":
+        return "fit or refine the model again with --overwrite, or delete it"
+    if parts[-1] == "arrays.zarr":
+        return "save the estimator again (RectifiedAnchorWords.save)"
+    return "write it again"
+
+
+def read_group(url: str) -> zarr.Group:
+    """The Zarr group at ``url``, opened read-only; damaged metadata is a StoreError (:func:`reading`)."""
+    with reading(url):
+        return zarr.open_group(zarr_store(url, read_only=True), mode="r")
 
 
 def create_cooccurrence(url: str, n_words: int, tile_size: int, *, codoc: bool = True) -> None:
@@ -162,15 +201,27 @@ class CooccurrenceStore:
 
     def eigenpairs(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The top ``k`` stored eigenvalues and eigenvectors of ``C`` (compressed store)."""
-        return self.group["eigenvalues"][:k], self.group["eigenvectors"][:, :k]
+        with reading(self.url, "eigenvectors"):
+            return self.group["eigenvalues"][:k], self.group["eigenvectors"][:, :k]
 
     @property
-    def D1(self) -> zarr.Array:
-        return self.group["D1"]
+    def D1(self) -> np.ndarray:
+        """Each word's document frequency (read from the store at each access)."""
+        return self.read("D1")
+
+    def has(self, name: str) -> bool:
+        """Whether the store holds the array ``name`` (``D2``, ``doc_hashes``)."""
+        with reading(self.url, name):
+            return name in self.group
+
+    def read(self, name: str) -> np.ndarray:
+        """The whole (small) array ``name`` of the store: ``D1``, ``doc_hashes``, ``row_sums``."""
+        with reading(self.url, name):
+            return self.group[name][...]
 
     @property
     def D2(self) -> zarr.Array:
-        if "D2" not in self.group:
+        if not self.has("D2"):
             raise StoreError(f"{self.url}: no D2 array (built with codoc=False)")
         return self.group["D2"]
 
@@ -199,9 +250,9 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
     check_committed(url)
     try:
         group = zarr.open_group(zarr_store(url, read_only=True), mode="r")
-    except (GroupNotFoundError, NodeTypeValidationError, FileNotFoundError, ValueError) as err:
-        raise StoreError(f"{url}: not a Zarr group: {err}") from err
-    attrs = dict(group.attrs)
+        attrs = dict(group.attrs)
+    except (*_DAMAGE, FileNotFoundError) as err:
+        raise StoreError(f"{url}: not a Zarr group: {type(err).__name__}: {err}; {_rewrite_hint(url)}") from err
     for key in _REQUIRED_ATTRS:
         if key not in attrs:
             raise StoreError(f"{url}: attribute {key!r} is missing; the store is incomplete or not a cooc store")
@@ -219,9 +270,10 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
     else:
         raise StoreError(f"{url}: attribute 'form' is {form!r}; expected 'dense' or 'compressed'")
     for name, dtype, shape in expected:
-        if name not in group:
-            raise StoreError(f"{url}: array {name!r} is missing")
-        arr = group[name]
+        with reading(url, name):
+            if name not in group:
+                raise StoreError(f"{url}: array {name!r} is missing")
+            arr = group[name]
         if str(arr.dtype) != dtype or tuple(arr.shape) != shape:
             raise StoreError(
                 f"{url}: array {name!r} is {arr.dtype} {tuple(arr.shape)}; expected {dtype} {shape}"
@@ -234,7 +286,8 @@ def _stored_fraction(root: str, key: str) -> float:
     fs, path = get_fs(url)
     if not fs.exists(path):
         return 0.0
-    return float(zarr.open_group(zarr_store(url, read_only=True), mode="r").attrs.get(key, 0.0))
+    with reading(url):
+        return float(read_group(url).attrs.get(key, 0.0))
 
 
 def stored_heldout_fraction(root: str) -> float:
@@ -249,12 +302,14 @@ def stored_validation_fraction(root: str) -> float:
 
 def read_tile(url: str, name: str, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
     """Rows ``[r0, r1)`` × columns ``[c0, c1)`` of the store's array ``name`` (dense)."""
-    return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name][rows[0] : rows[1], cols[0] : cols[1]]
+    with reading(url, name):
+        return read_group(url)[name][rows[0] : rows[1], cols[0] : cols[1]]
 
 
 def read_entries(url: str, name: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """The entries ``rows`` × ``cols`` (index arrays, an outer product) of the store's array ``name``."""
-    return zarr.open_group(zarr_store(url, read_only=True), mode="r")[name].oindex[rows, cols]
+    with reading(url, name):
+        return read_group(url)[name].oindex[rows, cols]
 
 
 def check_entries(cooc_url: str, finite_rows: np.ndarray, row_min: np.ndarray) -> None:
@@ -305,7 +360,8 @@ def read_checked_C(cooc_url: str) -> np.ndarray:
 
 
 def _read_checked_C(cooc_url: str) -> np.ndarray:
-    C = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"][...]
+    with reading(cooc_url, "C"):
+        C = read_group(cooc_url)["C"][...]
     lo, hi = float(C.min(initial=0.0)), float(C.max(initial=0.0))  # NaN propagates to both
     if not (np.isfinite(lo) and np.isfinite(hi) and lo >= 0):
         check_entries(cooc_url, np.isfinite(C).all(axis=1), C.min(axis=1))
@@ -322,13 +378,15 @@ def read_checked_columns(cooc_url: str, columns: np.ndarray) -> tuple[np.ndarray
     columns : ndarray of int
         Sorted column indices.
     """
-    C = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")["C"]
+    with reading(cooc_url, "C"):
+        C = read_group(cooc_url)["C"]
     n = C.shape[0]
     step = max(1, C.chunks[0])
     slab, sums = np.empty((n, columns.size)), np.empty(n)
     finite, row_min = np.empty(n, dtype=bool), np.empty(n)
     for r0 in range(0, n, step):
-        rows = C[r0 : r0 + step, :]
+        with reading(cooc_url, "C"):
+            rows = C[r0 : r0 + step, :]
         finite[r0 : r0 + step] = np.isfinite(rows).all(axis=1)
         row_min[r0 : r0 + step] = rows.min(axis=1, initial=0.0)
         sums[r0 : r0 + step] = rows.sum(axis=1)
@@ -339,10 +397,11 @@ def read_checked_columns(cooc_url: str, columns: np.ndarray) -> tuple[np.ndarray
 
 def stored_eigenpairs(cooc_url: str, k: int) -> tuple[np.ndarray, np.ndarray, float] | None:
     """A compressed store's top ``k`` eigenpairs of C and their residual; None for a dense store."""
-    group = zarr.open_group(zarr_store(cooc_url, read_only=True), mode="r")
+    group = read_group(cooc_url)
     if group.attrs.get("form", "dense") != "compressed":
         return None
-    return group["eigenvalues"][:k], group["eigenvectors"][:, :k], float(group.attrs["eig_residual"])
+    with reading(cooc_url, "eigenvectors"):
+        return group["eigenvalues"][:k], group["eigenvectors"][:, :k], float(group.attrs["eig_residual"])
 
 
 @dataclass(frozen=True, eq=False)
@@ -374,7 +433,8 @@ class StoredRows:
 
     def array(self) -> zarr.Array:
         """The stored N×N array."""
-        return zarr.open_group(zarr_store(self.url, read_only=True), mode="r")[self.name]
+        with reading(self.url, self.name):
+            return read_group(self.url)[self.name]
 
     def rows(self, index: np.ndarray | slice) -> np.ndarray:
         """Rows ``index`` (an index array in any order, or a slice) as a dense array."""
@@ -382,10 +442,11 @@ class StoredRows:
         if isinstance(index, slice):
             index = np.arange(*index.indices(arr.shape[0]))
         index = np.asarray(index, dtype=np.int64)
-        if index.size and index[-1] - index[0] == index.size - 1 and (np.diff(index) == 1).all():
-            out = arr[int(index[0]) : int(index[-1]) + 1, :]  # a block of rows: one slice
-        else:
-            out = arr.oindex[index, :]
+        with reading(self.url, self.name):
+            if index.size and index[-1] - index[0] == index.size - 1 and (np.diff(index) == 1).all():
+                out = arr[int(index[0]) : int(index[-1]) + 1, :]  # a block of rows: one slice
+            else:
+                out = arr.oindex[index, :]
         if self.scale != 1.0:
             out /= self.scale
         if self.diagonal is not None:
@@ -399,18 +460,17 @@ class StoredRows:
         tiles (``--tile-size 128``) would otherwise make a graph of thousands
         of tiny tasks, slow on a cluster; each block reads its tiles at once.
         """
+        import dask
         import dask.array as da
 
         arr = self.array()
         n_rows, n_cols = arr.shape
         tile = arr.chunks[0]
-        rows = max(tile, (block_bytes // max(1, 8 * n_cols)) // tile * tile)
-        X = da.from_zarr(arr, chunks=(min(rows, n_rows), n_cols))
-        if self.scale != 1.0:
-            X = X / self.scale
-        if self.diagonal is not None:
-            X = X + da.diag(da.from_array(self.diagonal, chunks=X.chunks[0]) - da.diagonal(X))
-        return X
+        step = max(tile, (block_bytes // max(1, 8 * n_cols)) // tile * tile)
+        read = dask.delayed(self.rows, pure=True)  # each block read by :meth:`rows` (scale, diagonal, damage)
+        ends = [(r0, min(r0 + step, n_rows)) for r0 in range(0, n_rows, step)]
+        blocks = [da.from_delayed(read(slice(r0, r1)), shape=(r1 - r0, n_cols), dtype=np.float64) for r0, r1 in ends]
+        return da.concatenate(blocks, axis=0) if blocks else da.zeros((0, n_cols))
 
     def __dask_tokenize__(self):
         return (StoredRows, self.url, self.name, self.scale,

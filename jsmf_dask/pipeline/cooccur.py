@@ -239,7 +239,7 @@ def cooccur(
                                         "to change it")
         validation = stored
         blocks = _uncounted_blocks(old, blocks, words, corpus)
-        tile_size, codoc = int(old.attrs["tile_size"]), "D2" in old.group
+        tile_size, codoc = int(old.attrs["tile_size"]), old.has("D2")
         base = (old.url, float(old.attrs["entry_sum"]))
     if not update:
         tile_size = even_tile_size(n_words, tile_size)
@@ -287,7 +287,7 @@ def cooccur(
         doc_hashes = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
         if old is not None:
             _check_not_counted(old, blocks, hashes)
-            doc_hashes = np.concatenate([old.group["doc_hashes"][:], doc_hashes])
+            doc_hashes = np.concatenate([old.read("doc_hashes"), doc_hashes])
         n_docs = summary.n_docs + (int(old.attrs["n_docs"]) if old is not None else 0)
         if n_docs == 0:
             raise StoreError(f"{corpus}: no document has 2 or more tokens; C is undefined")
@@ -427,7 +427,7 @@ def _uncounted_blocks(old, blocks, words, corpus: str):
             f"{corpus}/vocab.parquet: its words differ from those {old.url} was built with; an update needs the "
             "same vocabulary (add documents with `jsmf ingest --append`), or rebuild with `jsmf cooccur --overwrite`"
         )
-    if "doc_hashes" not in old.group:
+    if not old.has("doc_hashes"):
         raise StoreError(f"{old.url}: built without doc_id hashes, so repeats cannot be refused; rebuild it with "
                          "`jsmf cooccur --overwrite`")
     counted = {posixpath.basename(m["path"]): m for m in old.attrs["corpus_manifest"]}
@@ -453,7 +453,7 @@ def _uncounted_blocks(old, blocks, words, corpus: str):
 
 def _check_not_counted(old, blocks, hashes) -> None:
     """Refuse a new document whose doc_id is already counted in ``old``."""
-    counted = old.group["doc_hashes"][:]
+    counted = old.read("doc_hashes")
     for block, h in zip(blocks, hashes, strict=True):
         hit = np.flatnonzero(np.isin(h, counted))
         if hit.size:

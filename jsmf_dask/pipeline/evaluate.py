@@ -128,7 +128,7 @@ def top_word_codocs(store: CooccurrenceStore, blocks: list, top: np.ndarray) -> 
     ``--no-codoc``) has them counted from the corpus's documents it counted.
     """
     words = np.unique(top)
-    if "D2" in store.group:
+    if store.has("D2"):
         (sub,) = _progress.compute(codoc_tasks(store.url, words, store.n_words,
                                                block=int(config.get("fit.recover-block"))))
     else:
@@ -307,7 +307,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
         if store.compressed:
             values, vectors = store.eigenpairs(store.rank)
             original = _against_low_rank(
-                vectors, values, None, model, p=store.group["row_sums"][:],
+                vectors, values, None, model, p=store.read("row_sums"),
                 note=f"recovery and approximation against the rank-{store.rank} compression of C that "
                      f"{store.url} stores (exact algebra; the N x N C is never formed); specificity from C's "
                      "exact row sums")
@@ -321,7 +321,7 @@ def evaluate(root: str, *, models: list[str] | None = None, heldout: float | Non
         if "anchor_words" in model.attrs:  # its rectified C is the anchor vocabulary's block alone
             entry["notes"] = {"rectified_C": f"fitted on an anchor vocabulary of {model.attrs['anchor_words']['n']} "
                                              "words: its rectified C is their block's, not every word's"}
-        elif "correction" in model.group:  # AP, ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
+        elif model.has("correction"):  # AP, ENN: C_rect = Y diag(λ⁺) Yᵀ + E + r·11ᵀ
             U, s, upper = low_rank_rectified(model)
             entry["rectified_C"] = _against_low_rank(U, s, symmetric_from_upper(*upper, U.shape[0]), model) | shared
         elif "rectified" in model.attrs:  # the Baseline, DC: the store's C, scaled (DC: another diagonal)

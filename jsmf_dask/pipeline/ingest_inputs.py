@@ -145,6 +145,10 @@ def input_partitions(format, inputs, scratch, *, vocab, doc_ids, text_column, id
                 ratings_columns, delimiter, block_size, encoding, strip=None, header=True):
     if format == "uci":
         if vocab is None:
+            if unnamed := [u for u in inputs if not _DOCWORD.match(posixpath.basename(u))]:
+                raise InputError(f"{unnamed[0]}: read as a UCI docword file, but it is not named "
+                                 "docword.<name>.txt[.gz] (its vocabulary is the vocab.<name>.txt beside it): rename "
+                                 "it (ingest also takes --vocab), or pass --format for another format")
             vocabs = {uci_vocab_for(u) for u in inputs}
             if len(vocabs) != 1:
                 raise InputError(f"docword files {inputs} imply different vocabularies; pass --vocab")

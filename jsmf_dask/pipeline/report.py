@@ -203,10 +203,10 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             spaces = {f"original C̄ (rank-{store.rank} compression, 2-D PCA)": principal_coordinates(scaled)}
         else:
             spaces = {"original C̄ (2-D PCA)": pca_coordinates(StoredRows(store.url))}
-        if "rectified" in m.attrs and "correction" not in m.group:  # the Baseline, DC (unless C changed since)
+        if "rectified" in m.attrs and not m.has("correction"):  # the Baseline, DC (unless C changed since)
             with contextlib.suppress(StoreError):
                 spaces[f"rectified C̄ of {main} (2-D PCA)"] = pca_coordinates(stored_rectified(m))
-        elif "correction" in m.group and "anchor_words" not in m.attrs:  # low-rank form (AP, ENN): the rows in
+        elif m.has("correction") and "anchor_words" not in m.attrs:  # low-rank form (AP, ENN): the rows in
             # LAW's K-dimensional space (an anchor vocabulary's is its block's alone: the original C̄ shows every word)
             U, s_, upper = low_rank_rectified(m)
             E = symmetric_from_upper(*upper, U.shape[0])
@@ -224,7 +224,7 @@ def report(root: str, *, model: str | None = None, baseline: str | None = None) 
             + (f" The store is compressed: the original C̄ is the rank-{store.rank} compression it holds."
                if store.compressed else "")
             + (f" {main}'s rectified C is kept in low-rank form: its rows are shown in LAW's K-dimensional space "
-               "(their projection on the span of Y)." if "correction" in m.group and "anchor_words" not in m.attrs
+               "(their projection on the span of Y)." if m.has("correction") and "anchor_words" not in m.attrs
                else "")
             + (f" {main} was fitted on an anchor vocabulary ({m.attrs['anchor_words']['n']} words): its rectified C "
                "is their block's alone, not shown." if "anchor_words" in m.attrs else "")],

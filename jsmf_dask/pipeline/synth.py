@@ -22,7 +22,7 @@ from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.parameters import SYNTH_PRIORS, SYNTH_TOPICS_FROM
 from jsmf_dask.io.fs import join, staged_output
 from jsmf_dask.io.parquet import corpus_dir, row_group_size_for, shard_name, write_shard, write_vocabulary
-from jsmf_dask.io.zarr_store import zarr_store
+from jsmf_dask.io.zarr_store import read_group, reading, zarr_store
 from jsmf_dask.kernels.synthetic import (
     SyntheticCorpus,
     dirichlet_topic_topic,
@@ -155,8 +155,10 @@ def synth(
 
 def read_truth(root: str) -> dict[str, np.ndarray]:
     """The arrays of ``<root>/truth.zarr`` except ``theta`` (read that one lazily from the group)."""
-    group = zarr.open_group(zarr_store(truth_path(root), read_only=True), mode="r")
-    return {name: group[name][...] for name in ("B", "A", "A_prior", "anchors") if name in group}
+    url = truth_path(root)
+    with reading(url):
+        group = read_group(url)
+        return {name: group[name][...] for name in ("B", "A", "A_prior", "anchors") if name in group}
 
 
 def write_corpus(

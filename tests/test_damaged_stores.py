@@ -1,0 +1,117 @@
+"""Damaged stores: a ``zarr.json`` or a chunk of a run root's Zarr stores (or of a saved estimator) that is not what
+zarr wrote is a one-line :class:`~jsmf_dask.exceptions.StoreError` naming the store and the array, exit status 1,
+and nothing written; never zarr's or a codec's traceback.
+
+The damage is what an interrupted copy, a full disk or a hand edit leaves: a file emptied, cut short or overwritten,
+a metadata field removed or mistyped. Session 50 corrupted one random file of a finished root 200 times and ran a
+random command on it: 10 of the first 40 ended in a traceback (``JSONDecodeError``, ``UnicodeDecodeError``, a
+codec's ``ValueError``) through the CLI. These cases are those routes, one per reading site.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jsmf_dask import RectifiedAnchorWords, cooccur, fit, load_model, synth
+from jsmf_dask.cli import main
+from jsmf_dask.exceptions import StoreError
+from tests.conftest import listing
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A root with a corpus, C (with D2), an AP model ``k3-ap`` and its refined model ``k3-ap-refined``."""
+    import dask
+
+    from jsmf_dask.pipeline.refine import refine
+
+    root = tmp_path_factory.mktemp("finished") / "root"
+    with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
+        synth(root, n_docs=2000, n_words=80, n_topics=3, doc_length=40, seed=4)
+        cooccur(root)
+        fit(root, n_topics=3, iterations=5)
+        refine(root, model="k3-ap", sweeps=3)
+    return root
+
+
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _junk(path: Path) -> None:
+    path.write_bytes(bytes(range(0x80, 0xC0)) * 3)
+
+
+def _empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def _no_codecs(path: Path) -> None:
+    meta = json.loads(path.read_text())
+    meta["codecs"] = []
+    path.write_text(json.dumps(meta))
+
+
+FIT = ["fit", "{root}", "--topics", "3", "--name", "new", "--iterations", "5"]
+CASES = [  # id, the file damaged, how, the command, the message
+    ("C-chunk-cut", "cooc.zarr/C/c/0/0", _cut, FIT,
+     r"cooc\.zarr/C: cannot be read, the store is damaged \(ValueError: .*\); build it again with `jsmf cooccur ROOT "
+     r"--overwrite`"),
+    ("C-metadata-without-codecs", "cooc.zarr/C/zarr.json", _no_codecs, FIT,
+     r"cooc\.zarr/C: cannot be read, the store is damaged \(ValueError: At least one ArrayBytesCodec is required"),
+    ("D2-chunk-overwritten", "cooc.zarr/D2/c/0/0", _junk, ["evaluate", "{root}", "--model", "k3-ap"],
+     r"cooc\.zarr/D2: cannot be read, the store is damaged"),
+    ("doc-hashes-metadata-empty", "cooc.zarr/doc_hashes/zarr.json", _empty, ["cooccur", "{root}", "--update"],
+     r"cooc\.zarr/doc_hashes: cannot be read, the store is damaged \(JSONDecodeError"),
+    ("B-metadata-empty", "model.zarr/k3-ap/B/zarr.json", _empty,
+     ["export", "{root}", "--model", "k3-ap", "--format", "csv"],
+     r"model\.zarr/k3-ap/B: cannot be read, the store is damaged \(JSONDecodeError: .*\); fit or refine the model "
+     r"again with --overwrite, or delete it"),
+    ("B-chunk-overwritten", "model.zarr/k3-ap-refined/B/c/0/0", _junk, ["infer", "{root}", "--model", "k3-ap-refined"],
+     r"model\.zarr/k3-ap-refined/B: cannot be read, the store is damaged"),
+    ("alpha-chunk-cut", "model.zarr/k3-ap-refined/alpha/c/0", _cut,
+     ["refine", "{root}", "--model", "k3-ap-refined", "--name", "again", "--sweeps", "2"],
+     r"model\.zarr/k3-ap-refined/alpha: cannot be read, the store is damaged"),
+    ("model-metadata-not-utf8", "model.zarr/k3-ap/zarr.json", _junk, ["report", "{root}", "--model", "k3-ap"],
+     r"model\.zarr/k3-ap: cannot be read, the store is damaged \(UnicodeDecodeError"),
+    ("trace-metadata-empty", "model.zarr/k3-ap/trace/seconds/zarr.json", _empty,
+     ["evaluate", "{root}", "--model", "k3-ap"], r"model\.zarr/k3-ap/trace: cannot be read, the store is damaged"),
+    ("correction-chunk-cut", "model.zarr/k3-ap/correction/rows/c/0", _cut, ["evaluate", "{root}", "--model", "k3-ap"],
+     r"model\.zarr/k3-ap/correction: cannot be read, the store is damaged"),
+    ("models-group-metadata-cut", "model.zarr/zarr.json", _cut, FIT,
+     r"model\.zarr: cannot be read, the store is damaged \(JSONDecodeError"),
+]
+
+
+@pytest.mark.parametrize("damaged,damage,argv,match", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_damaged_store_is_a_one_line_error_and_nothing_is_written(finished, tmp_path, capsys, damaged, damage,
+                                                                     argv, match):
+    root = tmp_path / "root"
+    shutil.copytree(finished, root)
+    damage(root / damaged)
+    before = listing(root)
+    status = main([a.format(root=root) for a in argv] + ["--scheduler", "synchronous", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert err.startswith("jsmf: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.search(match, err), err
+    assert listing(root) == before
+
+
+def test_a_damaged_saved_estimator_is_a_store_error(finished, tmp_path):
+    X = np.random.default_rng(0).poisson(0.5, size=(200, 80))
+    path = RectifiedAnchorWords(n_components=3, max_iter=3, min_anchor_df=0).fit(X).save(tmp_path / "saved")
+    chunk = next(p for p in sorted(Path(path, "arrays.zarr", "B").rglob("*")) if p.is_file() and p.name != "zarr.json")
+    _junk(chunk)
+    with pytest.raises(StoreError, match=r"saved/arrays\.zarr/B: cannot be read, the store is damaged \(.*\); save "
+                       r"the estimator again"):
+        load_model(path)
+    _empty(Path(path, "arrays.zarr", "zarr.json"))
+    with pytest.raises(StoreError, match=r"saved/arrays\.zarr: cannot be read, the store is damaged \(JSONDecodeError"):
+        load_model(path)
