@@ -3,7 +3,7 @@ zarr wrote is a one-line :class:`~jsmf_dask.exceptions.StoreError` naming the st
 and nothing written; never zarr's or a codec's traceback.
 
 The damage is what an interrupted copy, a full disk or a hand edit leaves: a file emptied, cut short or overwritten,
-a metadata field removed or mistyped. Session 50 corrupted one random file of a finished root 200 times and ran a
+a metadata field or a store attribute removed or mistyped. Session 50 corrupted one random file of a finished root 200 times and ran a
 random command on it: 10 of the first 40 ended in a traceback (``JSONDecodeError``, ``UnicodeDecodeError``, a
 codec's ``ValueError``) through the CLI. These cases are those routes, one per reading site.
 """
@@ -58,6 +58,14 @@ def _no_codecs(path: Path) -> None:
     path.write_text(json.dumps(meta))
 
 
+def _attribute(key, value):
+    def damage(path: Path) -> None:
+        meta = json.loads(path.read_text())
+        meta["attributes"][key] = value
+        path.write_text(json.dumps(meta))
+    return damage
+
+
 FIT = ["fit", "{root}", "--topics", "3", "--name", "new", "--iterations", "5"]
 CASES = [  # id, the file damaged, how, the command, the message
     ("C-chunk-cut", "cooc.zarr/C/c/0/0", _cut, FIT,
@@ -84,6 +92,10 @@ CASES = [  # id, the file damaged, how, the command, the message
      ["evaluate", "{root}", "--model", "k3-ap"], r"model\.zarr/k3-ap/trace: cannot be read, the store is damaged"),
     ("correction-chunk-cut", "model.zarr/k3-ap/correction/rows/c/0", _cut, ["evaluate", "{root}", "--model", "k3-ap"],
      r"model\.zarr/k3-ap/correction: cannot be read, the store is damaged"),
+    ("cooc-attribute-mistyped", "cooc.zarr/zarr.json", _attribute("heldout_fraction", "x"), FIT,
+     r"cooc\.zarr: attribute 'heldout_fraction' is 'x'; expected float, documents whose doc_id hash"),
+    ("cooc-tile-size-a-list", "cooc.zarr/zarr.json", _attribute("tile_size", [1, 2]),
+     ["choose-k", "{root}", "--topics", "3:4"], r"cooc\.zarr: attribute 'tile_size' is \[1, 2\]; expected int"),
     ("models-group-metadata-cut", "model.zarr/zarr.json", _cut, FIT,
      r"model\.zarr: cannot be read, the store is damaged \(JSONDecodeError"),
 ]

@@ -21,12 +21,13 @@ import pyarrow.parquet as pq
 import zarr
 
 from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.damage import reading
 from jsmf_dask.io.fs import check_committed, get_fs, join, parent_url, staged_output
 from jsmf_dask.io.model_store import write_arrays
 from jsmf_dask.io.parquet import read_parquet
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import read_group, reading, zarr_store
+from jsmf_dask.io.zarr_store import read_group, zarr_store
 
 __all__ = ["SAVED_MODEL_KIND", "is_saved_model", "write_saved_model", "read_saved_model"]
 

@@ -20,13 +20,13 @@ import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.damage import DAMAGE, reading, rewrite_hint
 from jsmf_dask.io.fs import check_committed, get_fs, is_local, join
-from jsmf_dask.io.schema import SCHEMA_VERSION
+from jsmf_dask.io.schema import COOCCURRENCE_LAYOUT, SCHEMA_VERSION
 
 __all__ = [
     "cooc_path",
     "zarr_store",
-    "reading",
     "read_group",
     "create_cooccurrence",
     "write_compressed",
@@ -58,6 +58,14 @@ _REQUIRED_ATTRS = (
     "schema_version", "n_words", "tile_size", "n_docs", "n_docs_skipped", "n_tokens",
     "entry_sum", "vocab_hash", "corpus_manifest",
 )
+_NUMBER = (int, float)
+#: The JSON type of each attribute the stages read (:data:`COOCCURRENCE_LAYOUT` says what each means).
+_ATTR_TYPES = {
+    "schema_version": int, "n_words": int, "tile_size": int, "n_docs": int, "n_docs_skipped": dict, "n_tokens": int,
+    "entry_sum": _NUMBER, "vocab_hash": str, "corpus_manifest": list, "updates": list, "heldout_fraction": _NUMBER,
+    "n_docs_heldout": int, "validation_fraction": _NUMBER, "n_docs_validation": int, "form": str, "rank": int,
+    "eig_residual": _NUMBER, "eig_tol": _NUMBER, "n_passes": int, "versions": dict,
+}
 
 
 def cooc_path(root: str) -> str:
@@ -70,38 +78,6 @@ def zarr_store(url: str, *, read_only: bool = False) -> zarr.abc.store.Store:
     if is_local(url):
         return zarr.storage.LocalStore(get_fs(url)[1], read_only=read_only)
     return zarr.storage.FsspecStore.from_url(url, read_only=read_only)
-
-
-#: What zarr and its codecs raise on a damaged store: a ``zarr.json`` that is not JSON, not UTF-8 or has missing or
-#: mistyped fields, a chunk truncated or overwritten (the codecs' errors). Caught around store reads only.
-_DAMAGE = (ValueError, TypeError, KeyError, AttributeError, RuntimeError)
-
-
-@contextlib.contextmanager
-def reading(url: str, what: str | None = None) -> Iterator[None]:
-    """Reads of the Zarr store ``url`` (``what``: the array read) inside this block raise
-    :class:`~jsmf_dask.exceptions.StoreError` naming the store, not zarr's or a codec's error, when the store is
-    damaged (an interrupted copy, a bad disk, a hand edit). Wrap reads only, never work on what was read."""
-    try:
-        yield
-    except StoreError:
-        raise
-    except _DAMAGE as err:
-        where = join(url, what) if what else url
-        raise StoreError(f"{where}: cannot be read, the store is damaged ({type(err).__name__}: {err}); "
-                         f"{_rewrite_hint(url)}") from err
-
-
-def _rewrite_hint(url: str) -> str:
-    """What writes the store ``url`` again."""
-    parts = url.rstrip("/").rsplit("/", 2)
-    if parts[-1] == "cooc.zarr":
-        return "build it again with `jsmf cooccur ROOT --overwrite`"
-    if len(parts) > 1 and parts[-2] == "model.zarr":
-        return "fit or refine the model again with --overwrite, or delete it"
-    if parts[-1] == "arrays.zarr":
-        return "save the estimator again (RectifiedAnchorWords.save)"
-    return "write it again"
 
 
 def read_group(url: str) -> zarr.Group:
@@ -251,11 +227,17 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
     try:
         group = zarr.open_group(zarr_store(url, read_only=True), mode="r")
         attrs = dict(group.attrs)
-    except (*_DAMAGE, FileNotFoundError) as err:
-        raise StoreError(f"{url}: not a Zarr group: {type(err).__name__}: {err}; {_rewrite_hint(url)}") from err
+    except (*DAMAGE, FileNotFoundError) as err:
+        raise StoreError(f"{url}: not a Zarr group: {type(err).__name__}: {err}; {rewrite_hint(url)}") from err
     for key in _REQUIRED_ATTRS:
         if key not in attrs:
             raise StoreError(f"{url}: attribute {key!r} is missing; the store is incomplete or not a cooc store")
+    for key, kind in _ATTR_TYPES.items():
+        value = attrs.get(key)
+        if key in attrs and (not isinstance(value, kind) or isinstance(value, bool)
+                             or (kind is int and key in ("n_words", "tile_size") and value < 1)):
+            raise StoreError(f"{url}: attribute {key!r} is {value!r}; expected "
+                             f"{COOCCURRENCE_LAYOUT['attrs'][key]}; {rewrite_hint(url)}")
     if attrs["schema_version"] != SCHEMA_VERSION:
         raise StoreError(
             f"{url}: attribute 'schema_version' is {attrs['schema_version']!r}; expected {SCHEMA_VERSION}"

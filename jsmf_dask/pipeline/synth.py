@@ -22,7 +22,8 @@ from jsmf_dask.exceptions import InvalidParameterError
 from jsmf_dask.parameters import SYNTH_PRIORS, SYNTH_TOPICS_FROM
 from jsmf_dask.io.fs import join, staged_output
 from jsmf_dask.io.parquet import corpus_dir, row_group_size_for, shard_name, write_shard, write_vocabulary
-from jsmf_dask.io.zarr_store import read_group, reading, zarr_store
+from jsmf_dask.io.damage import reading
+from jsmf_dask.io.zarr_store import read_group, zarr_store
 from jsmf_dask.kernels.synthetic import (
     SyntheticCorpus,
     dirichlet_topic_topic,

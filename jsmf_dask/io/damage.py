@@ -1,0 +1,49 @@
+"""Damaged stores: what zarr and its codecs raise on a store that is not as it was written, as a
+:class:`~jsmf_dask.exceptions.StoreError` naming the store, the array and what writes it again.
+
+An interrupted copy, a full or bad disk or a hand edit can leave a ``zarr.json`` that is not JSON (or not UTF-8)
+or has a field missing or mistyped, or a chunk emptied, cut short or overwritten. zarr reports those as
+``JSONDecodeError``, ``TypeError`` or a codec's ``ValueError``/``RuntimeError`` from deep inside its reads;
+every read of a store goes through :func:`reading` so that the user sees one line instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from jsmf_dask.exceptions import StoreError
+from jsmf_dask.io.fs import join
+
+__all__ = ["DAMAGE", "reading", "rewrite_hint"]
+
+#: What zarr and its codecs raise on a damaged store: a ``zarr.json`` that is not JSON, not UTF-8 or has missing or
+#: mistyped fields, a chunk truncated or overwritten (the codecs' errors). Caught around store reads only.
+DAMAGE = (ValueError, TypeError, KeyError, AttributeError, RuntimeError)
+
+
+@contextlib.contextmanager
+def reading(url: str, what: str | None = None) -> Iterator[None]:
+    """Reads of the Zarr store ``url`` (``what``: the array read) inside this block raise
+    :class:`~jsmf_dask.exceptions.StoreError` naming the store, not zarr's or a codec's error, when the store is
+    damaged (an interrupted copy, a bad disk, a hand edit). Wrap reads only, never work on what was read."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except DAMAGE as err:
+        where = join(url, what) if what else url
+        raise StoreError(f"{where}: cannot be read, the store is damaged ({type(err).__name__}: {err}); "
+                         f"{rewrite_hint(url)}") from err
+
+
+def rewrite_hint(url: str) -> str:
+    """What writes the store ``url`` again."""
+    parts = url.rstrip("/").rsplit("/", 2)
+    if parts[-1] == "cooc.zarr":
+        return "build it again with `jsmf cooccur ROOT --overwrite`"
+    if len(parts) > 1 and parts[-2] == "model.zarr":
+        return "fit or refine the model again with --overwrite, or delete it"
+    if parts[-1] == "arrays.zarr":
+        return "save the estimator again (RectifiedAnchorWords.save)"
+    return "write it again"
