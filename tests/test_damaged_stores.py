@@ -18,22 +18,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jsmf_dask import RectifiedAnchorWords, cooccur, fit, load_model, synth
+from jsmf_dask import RectifiedAnchorWords, cooccur, fit, ingest, load_model
 from jsmf_dask.cli import main
 from jsmf_dask.exceptions import StoreError
 from tests.conftest import listing
 
+REUTERS = Path(__file__).parent / "data" / "reuters395"
+
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
-    """A root with a corpus, C (with D2), an AP model ``k3-ap`` and its refined model ``k3-ap-refined``."""
+    """A root with the shipped Reuters corpus (its 300 words of highest tf-idf), C (with D2), an AP model ``k3-ap``
+    and its refined model ``k3-ap-refined``."""
     import dask
 
     from jsmf_dask.pipeline.refine import refine
 
     root = tmp_path_factory.mktemp("finished") / "root"
     with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
-        synth(root, n_docs=2000, n_words=80, n_topics=3, doc_length=40, seed=4)
+        ingest(root, [str(REUTERS / "docword.reuters395.txt.gz")], vocab_size=300)
         cooccur(root)
         fit(root, n_topics=3, iterations=5)
         refine(root, model="k3-ap", sweeps=3)
@@ -66,7 +69,21 @@ def _attribute(key, value):
     return damage
 
 
+def _delete(path: Path) -> None:
+    path.unlink()
+
+
+def _manifest(reading):
+    def damage(path: Path) -> None:
+        manifest = json.loads(path.read_text())
+        manifest["reading"] = reading(manifest["reading"])
+        path.write_text(json.dumps(manifest))
+    return damage
+
+
 FIT = ["fit", "{root}", "--topics", "3", "--name", "new", "--iterations", "5"]
+TRANSFORM = ["transform", "{root}", "--model", "k3-ap", "{root}/../new.txt", "--format", "baskets", "--output",
+             "{root}/../out"]
 CASES = [  # id, the file damaged, how, the command, the message
     ("C-chunk-cut", "cooc.zarr/C/c/0/0", _cut, FIT,
      r"cooc\.zarr/C: cannot be read, the store is damaged \(ValueError: .*\); build it again with `jsmf cooccur ROOT "
@@ -96,6 +113,14 @@ CASES = [  # id, the file damaged, how, the command, the message
      r"cooc\.zarr: attribute 'heldout_fraction' is 'x'; expected float, documents whose doc_id hash"),
     ("cooc-tile-size-a-list", "cooc.zarr/zarr.json", _attribute("tile_size", [1, 2]),
      ["choose-k", "{root}", "--topics", "3:4"], r"cooc\.zarr: attribute 'tile_size' is \[1, 2\]; expected int"),
+    ("B-metadata-deleted", "model.zarr/k3-ap/B/zarr.json", _delete, ["evaluate", "{root}", "--model", "k3-ap"],
+     r"model\.zarr/k3-ap: array 'B' is missing, the model is incomplete; fit or refine the model again"),
+    ("manifest-not-json", "corpus/_ingest.json", _cut, TRANSFORM,
+     r"corpus/_ingest\.json: cannot be read, the file is damaged \(JSONDecodeError"),
+    ("manifest-reading-a-list", "corpus/_ingest.json", _manifest(lambda r: [r]), TRANSFORM,
+     r"corpus/_ingest\.json: field 'reading' is \[\{.*\}\]; expected an object"),
+    ("manifest-reading-mistyped", "corpus/_ingest.json", _manifest(lambda r: {**r, "header": "yes"}), TRANSFORM,
+     r"corpus/_ingest\.json: field 'reading': 'header' is 'yes', not what `jsmf ingest` records"),
     ("models-group-metadata-cut", "model.zarr/zarr.json", _cut, FIT,
      r"model\.zarr: cannot be read, the store is damaged \(JSONDecodeError"),
 ]
@@ -107,13 +132,14 @@ def test_a_damaged_store_is_a_one_line_error_and_nothing_is_written(finished, tm
     root = tmp_path / "root"
     shutil.copytree(finished, root)
     damage(root / damaged)
-    before = listing(root)
+    (tmp_path / "new.txt").write_text("bank,oil,minister\n")
+    before = listing(tmp_path)
     status = main([a.format(root=root) for a in argv] + ["--scheduler", "synchronous", "--quiet"])
     err = capsys.readouterr().err
     assert status == 1, err
     assert err.startswith("jsmf: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
     assert re.search(match, err), err
-    assert listing(root) == before
+    assert listing(tmp_path) == before
 
 
 def test_a_damaged_saved_estimator_is_a_store_error(finished, tmp_path):

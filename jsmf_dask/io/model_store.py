@@ -23,7 +23,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.damage import reading
+from jsmf_dask.io.damage import reading, rewrite_hint
 from jsmf_dask.io.provenance import provenance
 from jsmf_dask.io.fs import check_committed, get_fs, join, join_under
 from jsmf_dask.io.schema import SCHEMA_VERSION
@@ -136,6 +136,9 @@ def open_model(root: str, name: str) -> FittedModel:
     if attrs.get("schema_version") != SCHEMA_VERSION:
         raise StoreError(f"{url}: attribute 'schema_version' is {attrs.get('schema_version')!r}; expected {SCHEMA_VERSION}")
     arrays = {k: v for k in SMALL if (v := _read_whole(url, group, k)) is not None}
+    if missing := [k for k in ("B", "A") if k not in arrays]:
+        raise StoreError(f"{url}: array {missing[0]!r} is missing, the model is incomplete; "
+                         f"{rewrite_hint(url)}")
     with reading(url, "trace"):
         traced = list(group["trace"].array_keys()) if "trace" in group else []
     trace = {k: _read_whole(url, group, f"trace/{k}") for k in traced}

@@ -28,7 +28,7 @@ from jsmf_dask.io.model_store import chosen_model, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
 from jsmf_dask.io.sources import RatingsColumns
 from jsmf_dask.kernels.infer import model_prior
-from jsmf_dask.parameters import INPUT_FORMATS
+from jsmf_dask.parameters import INPUT_FORMATS, STRIPS
 from jsmf_dask.pipeline.infer import INFER_INFO, topic_info
 from jsmf_dask.pipeline.ingest_inputs import detect_format, input_partitions, read_manifest
 from jsmf_dask.stages.ingest import TermMapping, stage_raw_blocks, staged_files
@@ -39,6 +39,7 @@ __all__ = ["TransformReport", "transform", "reading_settings"]
 #: How ``ingest`` reads documents when its manifest does not say (corpora ingested before it was recorded).
 DEFAULT_READING = {"format": "auto", "min_word_length": 3, "text_column": "text", "id_column": None,
                    "delimiter": None, "encoding": "utf-8", "ratings_columns": {}, "strip": None, "header": True}
+_RATINGS_KEYS = {"user", "item", "rating"}
 #: Documents without a known word named in the report (all are counted).
 SHOWN_EMPTY = 5
 
@@ -72,10 +73,37 @@ class TransformReport:
         return lines
 
 
+#: The JSON types of the manifest's ``reading`` fields.
+_READING_TYPES = {"format": str, "min_word_length": int, "text_column": str, "id_column": (str, int, type(None)),
+                  "delimiter": (str, type(None)), "encoding": str, "ratings_columns": dict,
+                  "strip": (str, type(None)), "header": bool}
+
+
 def reading_settings(root: str) -> dict:
-    """How the corpus of ``root`` was read (its manifest's ``reading``; :data:`DEFAULT_READING` where absent)."""
+    """How the corpus of ``root`` was read (its manifest's ``reading``; :data:`DEFAULT_READING` where absent).
+
+    Raises
+    ------
+    StoreError
+        If the manifest's ``reading`` is not what ``ingest`` writes (a damaged or hand-edited ``_ingest.json``).
+    """
     manifest = read_manifest(corpus_dir(root))
-    return {**DEFAULT_READING, **manifest.get("reading", {})}
+    stored = manifest.get("reading", {})
+    where = f"{join(corpus_dir(root), '_ingest.json')}: field 'reading'"
+    if not isinstance(stored, dict):
+        raise StoreError(f"{where} is {stored!r}; expected an object; ingest the corpus again")
+    settings = {**DEFAULT_READING, **stored}
+    wrong = [key for key, value in settings.items() if key not in _READING_TYPES
+             or not isinstance(value, _READING_TYPES[key]) or (isinstance(value, bool) and key != "header")]
+    if not wrong:
+        wrong = [key for key, bad in (("format", settings["format"] not in INPUT_FORMATS),
+                                      ("strip", settings["strip"] not in (None, *STRIPS)),
+                                      ("ratings_columns", not set(settings["ratings_columns"]) <= _RATINGS_KEYS))
+                 if bad]
+    if wrong:
+        raise StoreError(f"{where}: {wrong[0]!r} is {settings.get(wrong[0])!r}, not what `jsmf ingest` records; "
+                         "ingest the corpus again")
+    return settings
 
 
 def transform(root: str, inputs: Sequence[str], *, output: str, model: str | None = None,
