@@ -121,6 +121,13 @@ CASES = [  # id, the file damaged, how, the command, the message
      r"corpus/_ingest\.json: field 'reading' is \[\{.*\}\]; expected an object"),
     ("manifest-reading-mistyped", "corpus/_ingest.json", _manifest(lambda r: {**r, "header": "yes"}), TRANSFORM,
      r"corpus/_ingest\.json: field 'reading': 'header' is 'yes', not what `jsmf ingest` records"),
+    ("C-chunk-deleted", "cooc.zarr/C/c/0/0", _delete, FIT,
+     r"cooc\.zarr/C: 1 of its 1 chunks are missing, the store is damaged \(a copy cut short\?\); build it again"),
+    ("B-chunk-deleted", "model.zarr/k3-ap-refined/B/c/0/0", _delete, ["export", "{root}", "--model", "k3-ap-refined",
+                                                                     "--format", "json"],
+     r"model\.zarr/k3-ap-refined/B: 1 of its 1 chunks are missing"),
+    ("correction-chunk-deleted", "model.zarr/k3-ap/correction/values/c/0", _delete,
+     ["evaluate", "{root}", "--model", "k3-ap"], r"model\.zarr/k3-ap/correction/values: 1 of its 1 chunks are missing"),
     ("models-group-metadata-cut", "model.zarr/zarr.json", _cut, FIT,
      r"model\.zarr: cannot be read, the store is damaged \(JSONDecodeError"),
 ]

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import join
 
-__all__ = ["DAMAGE", "reading", "rewrite_hint"]
+__all__ = ["DAMAGE", "reading", "rewrite_hint", "check_complete"]
 
 #: What zarr and its codecs raise on a damaged store: a ``zarr.json`` that is not JSON, not UTF-8 or has missing or
 #: mistyped fields, a chunk truncated or overwritten (the codecs' errors). Caught around store reads only.
@@ -35,6 +35,17 @@ def reading(url: str, what: str | None = None) -> Iterator[None]:
         where = join(url, what) if what else url
         raise StoreError(f"{where}: cannot be read, the store is damaged ({type(err).__name__}: {err}); "
                          f"{rewrite_hint(url)}") from err
+
+
+def check_complete(url: str, name: str, array) -> None:
+    """Raise :class:`~jsmf_dask.exceptions.StoreError` when a chunk of the Zarr ``array`` (``name`` in the store
+    ``url``) is missing. This project writes every chunk (``write_empty_chunks``), zeros included; zarr would read a
+    missing one as zeros, silently."""
+    with reading(url, name):
+        stored, total = array.nchunks_initialized, array.nchunks
+    if stored < total:
+        raise StoreError(f"{join(url, name)}: {total - stored} of its {total} chunks are missing, the store is "
+                         f"damaged (a copy cut short?); {rewrite_hint(url)}")
 
 
 def rewrite_hint(url: str) -> str:

@@ -23,7 +23,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.damage import reading, rewrite_hint
+from jsmf_dask.io.damage import check_complete, reading, rewrite_hint
 from jsmf_dask.io.provenance import provenance
 from jsmf_dask.io.fs import check_committed, get_fs, join, join_under
 from jsmf_dask.io.schema import SCHEMA_VERSION
@@ -148,7 +148,12 @@ def open_model(root: str, name: str) -> FittedModel:
 def _read_whole(url: str, group: zarr.Group, path: str) -> np.ndarray | None:
     """The whole array ``path`` of the model group, None if it has none (:func:`reading`: damage named)."""
     with reading(url, path):
-        return group[path][...] if path in group else None
+        if path not in group:
+            return None
+        array = group[path]
+    check_complete(url, path, array)
+    with reading(url, path):
+        return array[...]
 
 
 def chosen_model(root: str, name: str | None, *, option: str = "--model") -> str:
@@ -215,4 +220,8 @@ def low_rank_rectified(model: FittedModel) -> tuple[np.ndarray, np.ndarray, tupl
     s = np.append(np.maximum(values, 0.0), float(model.attrs["low_rank"]["shift"]))
     with reading(model.url, "correction"):
         g = model.group["correction"]
-        return U, s, (g["rows"][:], g["cols"][:], g["values"][:])
+        parts = {name: g[name] for name in ("rows", "cols", "values")}
+    for name, array in parts.items():
+        check_complete(model.url, f"correction/{name}", array)
+    with reading(model.url, "correction"):
+        return U, s, tuple(array[:] for array in parts.values())

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import zarr
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.damage import reading
+from jsmf_dask.io.damage import check_complete, reading
 from jsmf_dask.io.fs import check_committed, get_fs, join, parent_url, staged_output
 from jsmf_dask.io.model_store import write_arrays
 from jsmf_dask.io.parquet import read_parquet
@@ -105,6 +105,7 @@ def _nested(url: str, group: zarr.Group, prefix: str = "") -> dict[str, np.ndarr
         arrays, groups = list(group.arrays()), list(group.groups())
     found = {}
     for path, array in arrays:
+        check_complete(url, prefix + path, array)
         with reading(url, prefix + path):
             found[prefix + path] = array[...]
     for sub_path, sub in groups:

@@ -20,7 +20,7 @@ import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.damage import DAMAGE, reading, rewrite_hint
+from jsmf_dask.io.damage import DAMAGE, check_complete, reading, rewrite_hint
 from jsmf_dask.io.fs import check_committed, get_fs, is_local, join
 from jsmf_dask.io.schema import COOCCURRENCE_LAYOUT, SCHEMA_VERSION
 
@@ -193,7 +193,10 @@ class CooccurrenceStore:
     def read(self, name: str) -> np.ndarray:
         """The whole (small) array ``name`` of the store: ``D1``, ``doc_hashes``, ``row_sums``."""
         with reading(self.url, name):
-            return self.group[name][...]
+            array = self.group[name]
+        check_complete(self.url, name, array)
+        with reading(self.url, name):
+            return array[...]
 
     @property
     def D2(self) -> zarr.Array:
@@ -260,6 +263,11 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
             raise StoreError(
                 f"{url}: array {name!r} is {arr.dtype} {tuple(arr.shape)}; expected {dtype} {shape}"
             )
+        check_complete(url, name, arr)
+    with reading(url, "D2"):
+        codoc = group["D2"] if "D2" in group else None
+    if codoc is not None:
+        check_complete(url, "D2", codoc)
     return CooccurrenceStore(url, attrs, group)
 
 
