@@ -128,6 +128,11 @@ CASES = [  # id, the file damaged, how, the command, the message
      r"model\.zarr/k3-ap-refined/B: 1 of its 1 chunks are missing"),
     ("correction-chunk-deleted", "model.zarr/k3-ap/correction/values/c/0", _delete,
      ["evaluate", "{root}", "--model", "k3-ap"], r"model\.zarr/k3-ap/correction/values: 1 of its 1 chunks are missing"),
+    ("model-attribute-mistyped", "model.zarr/k3-ap-refined/zarr.json", _attribute("heldout_fraction", "x"),
+     ["report", "{root}"], r"model\.zarr/k3-ap-refined: attribute 'heldout_fraction' is 'x'; expected a number; fit "
+     r"or refine the model again"),
+    ("model-params-a-list", "model.zarr/k3-ap/zarr.json", _attribute("params", [3]), ["evaluate", "{root}"],
+     r"model\.zarr/k3-ap: attribute 'params' is \[3\]; expected an object or null"),
     ("models-group-metadata-cut", "model.zarr/zarr.json", _cut, FIT,
      r"model\.zarr: cannot be read, the store is damaged \(JSONDecodeError"),
 ]

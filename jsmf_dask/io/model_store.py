@@ -37,6 +37,21 @@ SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eige
          "rectified_diagonal", "anchor_words")
 
 
+_NUMBER = (int, float)
+_OR_NONE = type(None)
+#: The JSON type of each model attribute the stages read; the first four are read as numbers, never None.
+_ATTR_TYPES = {
+    "heldout_fraction": _NUMBER, "validation_fraction": _NUMBER, "n_iter": int, "n_words": int,
+    "params": (dict, _OR_NONE), "path": (dict, _OR_NONE), "convergence": (list, _OR_NONE), "vocab_hash": (str, _OR_NONE),
+    "cooccurrence": (dict, _OR_NONE), "low_rank": (dict, _OR_NONE), "rectified": (dict, _OR_NONE),
+    "anchor_floor": (dict, _OR_NONE), "anchor_words": (dict, _OR_NONE), "method": (str, _OR_NONE),
+    "start": (str, _OR_NONE), "drawn_sweeps": (int, _OR_NONE), "source": (dict, _OR_NONE), "stopped": (str, _OR_NONE),
+    "returned_state": (int, _OR_NONE), "averaged_states": (int, _OR_NONE), "eta": (*_NUMBER, _OR_NONE),
+    "training": (dict, _OR_NONE), "validation": (dict, _OR_NONE), "heldout": (dict, _OR_NONE),
+    "refit": (dict, _OR_NONE), "candidates": (list, _OR_NONE), "warnings": (list, _OR_NONE),
+}
+
+
 def model_path(root: str, name: str) -> str:
     """``<root>/model.zarr/<name>`` (``name`` one safe path component: :func:`~jsmf_dask.io.fs.join_under`)."""
     return join_under(root, "model.zarr", name)
@@ -135,14 +150,29 @@ def open_model(root: str, name: str) -> FittedModel:
         attrs = dict(group.attrs)
     if attrs.get("schema_version") != SCHEMA_VERSION:
         raise StoreError(f"{url}: attribute 'schema_version' is {attrs.get('schema_version')!r}; expected {SCHEMA_VERSION}")
+    for key, kind in _ATTR_TYPES.items():
+        value = attrs.get(key)
+        if key in attrs and (not isinstance(value, kind) or isinstance(value, bool)):  # no attribute is a bool
+            raise StoreError(f"{url}: attribute {key!r} is {value!r}; expected {_type_names(kind)}; "
+                             f"{rewrite_hint(url)}")
     arrays = {k: v for k in SMALL if (v := _read_whole(url, group, k)) is not None}
     if missing := [k for k in ("B", "A") if k not in arrays]:
         raise StoreError(f"{url}: array {missing[0]!r} is missing, the model is incomplete; "
+                         f"{rewrite_hint(url)}")
+    if broken := [k for k in ("B", "A") if not np.isfinite(arrays[k]).all()]:  # a fit never writes one
+        raise StoreError(f"{url}: array {broken[0]!r} has NaN or infinite entries, the store is damaged; "
                          f"{rewrite_hint(url)}")
     with reading(url, "trace"):
         traced = list(group["trace"].array_keys()) if "trace" in group else []
     trace = {k: _read_whole(url, group, f"trace/{k}") for k in traced}
     return FittedModel(url, name, attrs, arrays, trace, group, root)
+
+
+def _type_names(kind: type | tuple) -> str:
+    """``kind`` in JSON's words ('a number or null')."""
+    kinds = [k for k in (kind if isinstance(kind, tuple) else (kind,)) if not (k is int and float in kind)]
+    words = {int: "an integer", float: "a number", dict: "an object", list: "a list", str: "a string", _OR_NONE: "null"}
+    return " or ".join(words[k] for k in kinds)
 
 
 def _read_whole(url: str, group: zarr.Group, path: str) -> np.ndarray | None:
