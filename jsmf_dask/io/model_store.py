@@ -20,19 +20,17 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.codecs import ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.damage import check_complete, reading, rewrite_hint
 from jsmf_dask.io.provenance import provenance
 from jsmf_dask.io.fs import check_committed, get_fs, join, join_under
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import StoredRows, cooc_path, read_group, zarr_store
+from jsmf_dask.io.zarr_store import StoredRows, cooc_path, read_group, write_array, zarr_store
 
 __all__ = ["low_rank_rectified", "stored_rectified", "model_path", "topics_path", "ensure_model_group",
-           "write_array", "write_arrays", "FittedModel", "open_model", "list_models", "chosen_model"]
+           "write_arrays", "FittedModel", "open_model", "list_models", "chosen_model"]
 
-_CONFIG = {"write_empty_chunks": True}
 SMALL = ("anchors", "B", "A", "A_least_squares", "weights", "p_word", "Y", "eigenvalues", "objective", "alpha",
          "rectified_diagonal", "anchor_words")
 
@@ -42,8 +40,9 @@ _OR_NONE = type(None)
 #: The JSON type of each model attribute the stages read; the first four are read as numbers, never None.
 _ATTR_TYPES = {
     "heldout_fraction": _NUMBER, "validation_fraction": _NUMBER, "n_iter": int, "n_words": int,
-    "params": (dict, _OR_NONE), "path": (dict, _OR_NONE), "convergence": (list, _OR_NONE), "vocab_hash": (str, _OR_NONE),
-    "cooccurrence": (dict, _OR_NONE), "low_rank": (dict, _OR_NONE), "rectified": (dict, _OR_NONE),
+    "params": (dict, _OR_NONE), "path": (dict, _OR_NONE), "convergence": (list, _OR_NONE),
+    "vocab_hash": (str, _OR_NONE), "cooccurrence": (dict, _OR_NONE), "low_rank": (dict, _OR_NONE),
+    "rectified": (dict, _OR_NONE),
     "anchor_floor": (dict, _OR_NONE), "anchor_words": (dict, _OR_NONE), "method": (str, _OR_NONE),
     "start": (str, _OR_NONE), "drawn_sweeps": (int, _OR_NONE), "source": (dict, _OR_NONE), "stopped": (str, _OR_NONE),
     "returned_state": (int, _OR_NONE), "averaged_states": (int, _OR_NONE), "eta": (*_NUMBER, _OR_NONE),
@@ -80,14 +79,6 @@ def write_arrays(model_url: str, arrays: dict[str, np.ndarray]) -> None:
     """Write a model's small arrays (whole; driver side): :func:`write_array` each."""
     for name, values in arrays.items():
         write_array(model_url, name, np.asarray(values))
-
-
-def write_array(url: str, name: str, values: np.ndarray) -> None:
-    """Write a small array (whole) into the model group at ``url``."""
-    group = zarr.open_group(zarr_store(url), mode="a")
-    arr = group.create_array(name, shape=values.shape, dtype=values.dtype, compressors=ZstdCodec(level=1),
-                             config=_CONFIG, overwrite=True)
-    arr[...] = values
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.codecs import BloscCodec, ZstdCodec
+from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.damage import DAMAGE, check_complete, reading, rewrite_hint
@@ -31,6 +31,9 @@ __all__ = [
     "create_cooccurrence",
     "write_compressed",
     "write_tile",
+    "write_array",
+    "checksummed",
+    "CHECKSUM",
     "CooccurrenceStore",
     "open_cooccurrence",
     "stored_heldout_fraction",
@@ -54,6 +57,19 @@ _ARRAY_CONFIG = {"write_empty_chunks": True}
 C_CODEC = None
 #: ``D2``'s: small counts; bit shuffling then LZ4 compresses them 5.5× (zstd level 1: 4.1×), 4× faster.
 D2_CODEC = BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle")
+#: Every chunk this project writes ends with its CRC-32C (zarr's ``crc32c`` codec, after any compressor): a chunk
+#: changed after it was written (a bit flipped on a disk or in a copy) fails its read (a StoreError, by
+#: :func:`~jsmf_dask.io.damage.reading`) instead of giving wrong numbers. Stores written before have no checksum
+#: and read as before (the codecs are in each array's metadata). Its cost on C (N = 10,000, 800 MB, medians of 3,
+#: session 50): written in 0.42 s instead of 0.27, read in 0.58 s instead of 0.44.
+CHECKSUM = Crc32cCodec()
+
+
+def checksummed(compressor=None) -> list:
+    """An array's bytes-to-bytes codecs: ``compressor`` (if any), then :data:`CHECKSUM`."""
+    return [compressor, CHECKSUM] if compressor is not None else [CHECKSUM]
+
+
 _REQUIRED_ATTRS = (
     "schema_version", "n_words", "tile_size", "n_docs", "n_docs_skipped", "n_tokens",
     "entry_sum", "vocab_hash", "corpus_manifest",
@@ -92,16 +108,16 @@ def create_cooccurrence(url: str, n_words: int, tile_size: int, *, codoc: bool =
     tile = (tile_size, tile_size)
     group.create_array(
         "C", shape=(n_words, n_words), chunks=tile, dtype="float64",
-        compressors=C_CODEC, fill_value=0.0, config=_ARRAY_CONFIG,
+        compressors=checksummed(C_CODEC), fill_value=0.0, config=_ARRAY_CONFIG,
     )
     group.create_array(
         "D1", shape=(n_words,), chunks=(tile_size,), dtype="int64",
-        compressors=ZstdCodec(level=1), fill_value=0, config=_ARRAY_CONFIG,
+        compressors=checksummed(ZstdCodec(level=1)), fill_value=0, config=_ARRAY_CONFIG,
     )
     if codoc:
         group.create_array(
             "D2", shape=(n_words, n_words), chunks=tile, dtype="int32",
-            compressors=D2_CODEC, fill_value=0, config=_ARRAY_CONFIG,
+            compressors=checksummed(D2_CODEC), fill_value=0, config=_ARRAY_CONFIG,
         )
 
 
@@ -110,12 +126,20 @@ def write_compressed(url: str, values: np.ndarray, vectors: np.ndarray, tile_siz
     and an empty ``D1``."""
     group = zarr.open_group(zarr_store(url), mode="w-", zarr_format=3)
     n, rank = vectors.shape
-    group.create_array("eigenvalues", data=np.asarray(values, dtype=np.float64))
+    write_array(url, "eigenvalues", np.asarray(values, dtype=np.float64))
     arr = group.create_array("eigenvectors", shape=(n, rank), chunks=(min(n, max(tile_size, 1)), rank),
-                             dtype="float64", compressors=ZstdCodec(level=1), config=_ARRAY_CONFIG)
+                             dtype="float64", compressors=checksummed(ZstdCodec(level=1)), config=_ARRAY_CONFIG)
     arr[...] = vectors
     group.create_array("D1", shape=(n,), chunks=(min(n, max(tile_size, 1)),), dtype="int64",
-                       compressors=ZstdCodec(level=1), fill_value=0, config=_ARRAY_CONFIG)
+                       compressors=checksummed(ZstdCodec(level=1)), fill_value=0, config=_ARRAY_CONFIG)
+
+
+def write_array(url: str, name: str, values: np.ndarray) -> None:
+    """Write a small array (whole) into the group at ``url``: zstd, checksummed, every chunk written."""
+    group = zarr.open_group(zarr_store(url), mode="a")
+    arr = group.create_array(name, shape=values.shape, dtype=values.dtype,
+                             compressors=checksummed(ZstdCodec(level=1)), config=_ARRAY_CONFIG, overwrite=True)
+    arr[...] = values
 
 
 def write_tile(

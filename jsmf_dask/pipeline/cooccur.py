@@ -35,7 +35,8 @@ from jsmf_dask.io.parquet import (
     vocabulary_hash,
 )
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import cooc_path, create_cooccurrence, open_cooccurrence, write_compressed, zarr_store
+from jsmf_dask.io.zarr_store import (cooc_path, create_cooccurrence, open_cooccurrence, write_array, write_compressed,
+                                     zarr_store)
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.stages.compressed import block_totals, product_task, scaled_blocks
@@ -299,7 +300,7 @@ def cooccur(
         _progress.compute(*tiles)
         group = zarr.open_group(zarr_store(tmp), mode="r+")
         group["D1"][:] = summary.doc_freq + (old.D1[:] if old is not None else 0)
-        group.create_array("doc_hashes", data=np.sort(doc_hashes))
+        write_array(tmp, "doc_hashes", np.sort(doc_hashes))
         skipped = summary.n_short + (int(old.attrs["n_docs_skipped"]["fewer_than_2_tokens"]) if old else 0)
         valid = summary.n_validation + (int(old.attrs.get("n_docs_validation", 0)) if old is not None else 0)
         held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short - summary.n_validation
@@ -395,8 +396,8 @@ def _compressed(root: str, blocks, words: list[str], split: DocumentSplit, rank:
         write_compressed(tmp, eig.values, eig.vectors, tile_size)
         group = zarr.open_group(zarr_store(tmp), mode="r+")
         group["D1"][:] = summary.doc_freq
-        group.create_array("row_sums", data=row_sums)
-        group.create_array("doc_hashes", data=np.sort(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)))
+        write_array(tmp, "row_sums", row_sums)
+        write_array(tmp, "doc_hashes", np.sort(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)))
         held = sum(b.n_rows for b in blocks) - summary.n_docs - summary.n_short - summary.n_validation
         result = CooccurrenceSummary(
             n_words=n_words, n_docs=summary.n_docs, n_docs_skipped={"fewer_than_2_tokens": summary.n_short},

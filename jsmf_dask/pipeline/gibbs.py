@@ -22,10 +22,10 @@ import zarr
 from jsmf_dask._validation import check_heldout, check_int, check_name
 from jsmf_dask.exceptions import JSMFError
 from jsmf_dask.io.fs import staged_output
-from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_array
+from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import stored_heldout_fraction, zarr_store
+from jsmf_dask.io.zarr_store import stored_heldout_fraction, write_array, zarr_store
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.fit_model import FitResult, write_topics

@@ -32,10 +32,11 @@ from jsmf_dask._validation import check_heldout, check_name, check_validation
 from jsmf_dask.parameters import parameter
 from jsmf_dask.exceptions import ConvergenceWarning, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output, write_file
-from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_array
+from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model
 from jsmf_dask.io.parquet import corpus_dir, corpus_nnz, corpus_tokens, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import cooc_path, stored_heldout_fraction, stored_validation_fraction, zarr_store
+from jsmf_dask.io.zarr_store import (cooc_path, stored_heldout_fraction, stored_validation_fraction, write_array,
+                                     zarr_store)
 from jsmf_dask.kernels.metrics import specificity, topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics
 from jsmf_dask.kernels.doc_split import DocumentSplit

@@ -203,7 +203,8 @@ def _store_peer(root: str, name: str, B: np.ndarray, alpha: np.ndarray, heldout:
     import zarr
 
     from jsmf_dask.io.fs import staged_output
-    from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
+    from jsmf_dask.io.model_store import ensure_model_group, model_path
+    from jsmf_dask.io.zarr_store import write_array
     from jsmf_dask.io.schema import SCHEMA_VERSION
     from jsmf_dask.io.zarr_store import zarr_store
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jsmf_dask import cooccur
-from jsmf_dask.io.zarr_store import C_CODEC, D2_CODEC, cooc_path, read_checked_C, sharing_C
+from jsmf_dask.io.zarr_store import CHECKSUM, C_CODEC, D2_CODEC, cooc_path, read_checked_C, sharing_C
 from jsmf_dask.pipeline.synth import synth
 from jsmf_dask.stages.cooccurrence import even_tile_size, word_block_edges
 from tests.conftest import examples
@@ -27,13 +27,32 @@ def root(tmp_path_factory):
     return str(root)
 
 
-def test_C_is_stored_uncompressed_and_D2_with_its_codec_both_read_back_exactly(root):
+def test_C_is_stored_uncompressed_and_D2_with_its_codec_both_checksummed_and_read_back_exactly(root):
     group = zarr.open_group(cooc_path(root), mode="r")
-    assert C_CODEC is None and group["C"].compressors == ()
-    stored = group["D2"].metadata.codecs[-1]
-    assert (stored.cname, stored.clevel, stored.shuffle) == (D2_CODEC.cname, D2_CODEC.clevel, D2_CODEC.shuffle)
+    assert C_CODEC is None and group["C"].compressors == (CHECKSUM,)
+    blosc, crc = group["D2"].metadata.codecs[-2:]
+    assert (blosc.cname, blosc.clevel, blosc.shuffle) == (D2_CODEC.cname, D2_CODEC.clevel, D2_CODEC.shuffle)
+    assert crc == CHECKSUM and group["D1"].compressors[-1] == CHECKSUM
     C = group["C"][...]
     assert np.isclose(C.sum(), 1.0) and np.array_equal(C, C.T)
+
+
+def test_a_bit_flipped_in_a_stored_tile_fails_its_read(root, tmp_path):
+    """Uncompressed, a flipped bit of C would read as a wrong number; its checksum makes it a StoreError."""
+    import shutil
+
+    from jsmf_dask.exceptions import StoreError
+    from jsmf_dask.io.zarr_store import read_tile
+
+    copy = tmp_path / "r"
+    shutil.copytree(root, copy)
+    tile = copy / "cooc.zarr" / "C" / "c" / "0" / "0"
+    data = bytearray(tile.read_bytes())
+    data[40] ^= 0x10
+    tile.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"cooc\.zarr/C: cannot be read, the store is damaged \(ValueError: Stored "
+                                         r"and computed checksum do not match"):
+        read_tile(cooc_path(str(copy)), "C", (0, 4), (0, 4))
 
 
 def test_tiles_are_written_whole_even_where_a_tile_is_all_zero(tmp_path):

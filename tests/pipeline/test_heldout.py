@@ -10,7 +10,8 @@ import pytest
 import scipy.sparse as sps
 
 from jsmf_dask import cooccur, evaluate, fit, ingest, open_cooccurrence, synth
-from jsmf_dask.io.model_store import ensure_model_group, model_path, write_array
+from jsmf_dask.io.model_store import ensure_model_group, model_path
+from jsmf_dask.io.zarr_store import write_array
 from jsmf_dask.io.parquet import corpus_dir, list_blocks, read_block
 from jsmf_dask.kernels.doc_split import doc_hashes, heldout_mask
 from jsmf_dask.kernels.heldout import completion_log_likelihood, split_tokens
