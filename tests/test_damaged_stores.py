@@ -131,6 +131,9 @@ CASES = [  # id, the file damaged, how, the command, the message
     ("model-attribute-mistyped", "model.zarr/k3-ap-refined/zarr.json", _attribute("heldout_fraction", "x"),
      ["report", "{root}"], r"model\.zarr/k3-ap-refined: attribute 'heldout_fraction' is 'x'; expected a number; fit "
      r"or refine the model again"),
+    ("model-n-iter-a-string", "model.zarr/k3-ap/zarr.json", _attribute("n_iter", "5"), ["export", "{root}", "--model",
+                                                                                     "k3-ap", "--format", "csv"],
+     r"model\.zarr/k3-ap: attribute 'n_iter' is '5'; expected an integer;"),
     ("model-params-a-list", "model.zarr/k3-ap/zarr.json", _attribute("params", [3]), ["evaluate", "{root}"],
      r"model\.zarr/k3-ap: attribute 'params' is \[3\]; expected an object or null"),
     ("models-group-metadata-cut", "model.zarr/zarr.json", _cut, FIT,

@@ -161,7 +161,8 @@ def open_model(root: str, name: str) -> FittedModel:
 
 def _type_names(kind: type | tuple) -> str:
     """``kind`` in JSON's words ('a number or null')."""
-    kinds = [k for k in (kind if isinstance(kind, tuple) else (kind,)) if not (k is int and float in kind)]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    kinds = [k for k in kinds if not (k is int and float in kinds)]
     words = {int: "an integer", float: "a number", dict: "an object", list: "a list", str: "a string", _OR_NONE: "null"}
     return " or ".join(words[k] for k in kinds)
 
