@@ -81,6 +81,17 @@ def _manifest(reading):
     return damage
 
 
+def _flip_in_a_page(path: Path) -> None:
+    """One bit flipped inside the data of the last column's pages in the first row group (past their header)."""
+    import pyarrow.parquet as pq
+
+    column = pq.ParquetFile(path).metadata.row_group(0).column(2)  # counts
+    at = column.data_page_offset + column.total_compressed_size // 2
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x08
+    path.write_bytes(bytes(data))
+
+
 FIT = ["fit", "{root}", "--topics", "3", "--name", "new", "--iterations", "5"]
 TRANSFORM = ["transform", "{root}", "--model", "k3-ap", "{root}/../new.txt", "--format", "baskets", "--output",
              "{root}/../out"]
@@ -136,6 +147,8 @@ CASES = [  # id, the file damaged, how, the command, the message
      r"model\.zarr/k3-ap: attribute 'n_iter' is '5'; expected an integer;"),
     ("model-params-a-list", "model.zarr/k3-ap/zarr.json", _attribute("params", [3]), ["evaluate", "{root}"],
      r"model\.zarr/k3-ap: attribute 'params' is \[3\]; expected an object or null"),
+    ("corpus-page-bit-flipped", "corpus/part-00000.parquet", _flip_in_a_page, ["cooccur", "{root}", "--overwrite"],
+     r"corpus/part-00000\.parquet: row group 0: could not verify page integrity, CRC checksum verification failed"),
     ("models-group-metadata-cut", "model.zarr/zarr.json", _cut, FIT,
      r"model\.zarr: cannot be read, the store is damaged \(JSONDecodeError"),
 ]

@@ -37,6 +37,7 @@ from jsmf_dask.io.schema import (
 
 __all__ = [
     "Block",
+    "write_parquet",
     "read_parquet",
     "read_parquet_dir",
     "row_group_size_for",
@@ -80,14 +81,26 @@ def labels_path(corpus: str) -> str:
     return join(corpus, LABELS_FILE)
 
 
+#: Every Parquet file this project writes carries a CRC-32 of each page, and every read verifies the ones present
+#: (pyarrow's ``write_page_checksum`` / ``page_checksum_verification``): a page changed since it was written (a bit
+#: flipped on a disk or in a copy) fails its read instead of giving other counts. Files written before have none
+#: and read as before. Cost: reading 100k documents' row groups took 0.117 s instead of 0.109 s (session 50).
+_VERIFY = {"page_checksum_verification": True}
+
+
+def write_parquet(url: str, table: pa.Table, *, row_group_size: int | None = None) -> None:
+    """``table`` as one Parquet file at ``url`` (a local path or an fsspec URL), its pages checksummed."""
+    fs, path = get_fs(url)
+    with fs.open(path, "wb") as f:
+        pq.write_table(table, f, row_group_size=row_group_size, write_page_checksum=True)
+
+
 def write_labels(labels: dict[str, str], words: list[str], corpus: str) -> int:
     """Write the labels of the vocabulary's words that have one; returns how many."""
     ids = [i for i, w in enumerate(words) if w in labels]
     table = pa.table({"word_id": pa.array(ids, pa.int32()), "label": pa.array([labels[words[i]] for i in ids],
                                                                              pa.string())}).cast(LABELS_SCHEMA)
-    fs, path = get_fs(labels_path(corpus))
-    with fs.open(path, "wb") as f:
-        pq.write_table(table, f)
+    write_parquet(labels_path(corpus), table)
     return len(ids)
 
 
@@ -101,7 +114,7 @@ def read_parquet(url: str, columns: list[str] | None = None) -> pa.Table:
     exited 134 in 2 of 12 runs (8 of 15 without pandas installed); through ``ParquetFile``, 0 of 15.
     """
     fs, path = get_fs(url)
-    with fs.open(path, "rb") as f, pq.ParquetFile(f) as parquet:
+    with fs.open(path, "rb") as f, pq.ParquetFile(f, **_VERIFY) as parquet:
         return parquet.read(columns=columns)
 
 
@@ -178,7 +191,7 @@ def list_blocks(corpus: str) -> list[Block]:
     blocks = []
     for url, path in zip(urls, paths, strict=True):
         try:
-            with pq.ParquetFile(path, filesystem=filesystem) as shard:
+            with pq.ParquetFile(path, filesystem=filesystem, **_VERIFY) as shard:
                 schema, meta = shard.schema_arrow, shard.metadata
         except (pa.ArrowInvalid, OSError) as err:
             raise CorpusSchemaError(f"{url}: cannot read the shard as Parquet: {err}") from err
@@ -197,7 +210,7 @@ def read_parquet_dir(url: str) -> pa.Table:
     filesystem = arrow_fs(fs)
     tables = []
     for file in sorted(p for p in fs.ls(path, detail=False) if p.endswith(".parquet")):
-        with pq.ParquetFile(file, filesystem=filesystem) as part:
+        with pq.ParquetFile(file, filesystem=filesystem, **_VERIFY) as part:
             tables.append(part.read())
     if not tables:
         raise StoreError(f"{url}: no Parquet files found")
@@ -208,7 +221,7 @@ def read_block(block: Block, n_words: int | None) -> pa.Table:
     """Read and validate one row group (columns of :data:`DOCUMENT_SCHEMA`)."""
     fs, path = get_fs(block.path)
     try:
-        with pq.ParquetFile(path, filesystem=arrow_fs(fs)) as shard:
+        with pq.ParquetFile(path, filesystem=arrow_fs(fs), **_VERIFY) as shard:
             table = shard.read_row_group(block.row_group, columns=DOCUMENT_SCHEMA.names)
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusSchemaError(f"{block.path}: row group {block.row_group}: {err}") from err
@@ -242,9 +255,7 @@ def write_shard(table: pa.Table, url: str, *, n_words: int, row_group_size: int)
     """Validate ``table`` and write it as one shard with row groups of ``row_group_size`` documents."""
     table = table.select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
     validate_documents(table, n_words, url)
-    fs, path = get_fs(url)
-    with fs.open(path, "wb") as f:
-        pq.write_table(table, f, row_group_size=max(1, row_group_size))
+    write_parquet(url, table, row_group_size=max(1, row_group_size))
 
 
 def corpus_nnz(corpus: str) -> int:
@@ -277,9 +288,7 @@ def write_vocabulary(table: pa.Table, corpus: str) -> None:
     url = vocab_path(corpus)
     table = table.select(VOCAB_SCHEMA.names).cast(VOCAB_SCHEMA)
     validate_vocabulary(table, url)
-    fs, path = get_fs(url)
-    with fs.open(path, "wb") as f:
-        pq.write_table(table, f)
+    write_parquet(url, table)
 
 
 def vocabulary_hash(words: list[str]) -> str:

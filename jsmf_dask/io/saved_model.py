@@ -17,14 +17,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import zarr
 
 from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.damage import check_complete, reading
 from jsmf_dask.io.fs import check_committed, get_fs, join, parent_url, staged_output
 from jsmf_dask.io.model_store import write_arrays
-from jsmf_dask.io.parquet import read_parquet
+from jsmf_dask.io.parquet import read_parquet, write_parquet
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import read_group, zarr_store
@@ -65,9 +64,7 @@ def write_saved_model(url: str, arrays: dict[str, np.ndarray], attrs: dict[str, 
         zarr.open_group(zarr_store(group_url), mode="r+").attrs.update(full)
         table = pa.table({"word_id": pa.array(np.arange(len(words), dtype=np.int32)),
                           "word": pa.array(words, pa.string())})
-        vfs, vpath = get_fs(join(tmp, _VOCAB))
-        with vfs.open(vpath, "wb") as f:
-            pq.write_table(table, f)
+        write_parquet(join(tmp, _VOCAB), table)
     return url
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sps
 
 from jsmf_dask.io.fs import get_fs
+from jsmf_dask.io.parquet import write_parquet
 
 __all__ = ["save_array", "load_array", "save_sparse", "load_sparse", "write_table"]
 
@@ -49,7 +49,5 @@ def load_sparse(url: str) -> sps.csr_array:
 
 
 def write_table(url: str, table: pa.Table) -> None:
-    """``table`` as one Parquet file."""
-    fs, path = get_fs(url)
-    with fs.open(path, "wb") as f:
-        pq.write_table(table, f)
+    """``table`` as one Parquet file (:func:`~jsmf_dask.io.parquet.write_parquet`: pages checksummed)."""
+    write_parquet(url, table)

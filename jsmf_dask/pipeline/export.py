@@ -16,12 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from jsmf_dask._validation import check_int, check_name, check_option
 from jsmf_dask.io.fs import get_fs, join, join_under, staged_output
 from jsmf_dask.io.model_store import chosen_model, open_model
-from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary
+from jsmf_dask.io.parquet import corpus_dir, display_words, read_vocabulary, write_parquet
 from jsmf_dask.pipeline.fit_model import topic_labels
 
 __all__ = ["EXPORT_FORMATS", "ExportReport", "export", "export_tables"]
@@ -102,10 +101,9 @@ def export(root: str, *, model: str | None = None, format: str = "csv", top: int
                 {name: table.to_pylist() for name, table in tables.items()}
             with fs.open(get_fs(join(tmp, "model.json"))[1], "w") as f:
                 json.dump(document, f, ensure_ascii=False)
-        for name, table in tables.items() if format != "json" else ():
-            with fs.open(get_fs(join(tmp, f"{name}.{format}"))[1], "wb") as f:
-                if format == "csv":
-                    pacsv.write_csv(table, f)
-                else:
-                    pq.write_table(table, f)
+        for name, table in tables.items() if format == "csv" else ():
+            with fs.open(get_fs(join(tmp, f"{name}.csv"))[1], "wb") as f:
+                pacsv.write_csv(table, f)
+        for name, table in tables.items() if format == "parquet" else ():
+            write_parquet(join(tmp, f"{name}.parquet"), table)
     return ExportReport(out, model, format, int(fitted.arrays["B"].shape[1]), tables["topic_words"].num_rows)
