@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jsmf_dask import RectifiedAnchorWords, cooccur, fit, ingest, load_model
+from jsmf_dask import RectifiedAnchorWords, cooccur, evaluate, fit, ingest, load_model
 from jsmf_dask.cli import main
 from jsmf_dask.exceptions import StoreError
 from tests.conftest import listing
@@ -40,6 +40,7 @@ def finished(tmp_path_factory) -> Path:
         cooccur(root)
         fit(root, n_topics=3, iterations=5)
         refine(root, model="k3-ap", sweeps=3)
+        evaluate(root, sampled_fold_in=False)
     return root
 
 
@@ -149,6 +150,8 @@ CASES = [  # id, the file damaged, how, the command, the message
      r"model\.zarr/k3-ap: attribute 'params' is \[3\]; expected an object or null"),
     ("corpus-page-bit-flipped", "corpus/part-00000.parquet", _flip_in_a_page, ["cooccur", "{root}", "--overwrite"],
      r"corpus/part-00000\.parquet: row group 0: could not verify page integrity, CRC checksum verification failed"),
+    ("metrics-cut", "report/metrics.json", _cut, ["report", "{root}"],
+     r"report/metrics\.json: cannot be read, the file is damaged \(JSONDecodeError: .*\); run `jsmf evaluate .*` again"),
     ("models-group-metadata-cut", "model.zarr/zarr.json", _cut, FIT,
      r"model\.zarr: cannot be read, the store is damaged \(JSONDecodeError"),
 ]

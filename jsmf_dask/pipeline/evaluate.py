@@ -380,5 +380,12 @@ def read_metrics(root: str) -> dict[str, Any]:
     fs, path = get_fs(url)
     if not fs.exists(path):
         raise StoreError(f"{url}: no metrics; run `jsmf evaluate {root}` first")
-    with fs.open(path) as f:
-        return json.load(f)
+    try:
+        with fs.open(path) as f:
+            metrics = json.load(f)
+    except ValueError as err:  # not JSON, not UTF-8
+        raise StoreError(f"{url}: cannot be read, the file is damaged ({type(err).__name__}: {err}); run "
+                         f"`jsmf evaluate {root}` again") from err
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("models", {}), dict):
+        raise StoreError(f"{url}: not the metrics `jsmf evaluate` writes; run `jsmf evaluate {root}` again")
+    return metrics
