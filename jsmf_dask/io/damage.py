@@ -10,12 +10,14 @@ every read of a store goes through :func:`reading` so that the user sees one lin
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
+from typing import Any
 
 from jsmf_dask.exceptions import StoreError
-from jsmf_dask.io.fs import join
+from jsmf_dask.io.fs import get_fs, join
 
-__all__ = ["DAMAGE", "reading", "rewrite_hint", "check_complete"]
+__all__ = ["DAMAGE", "reading", "rewrite_hint", "check_complete", "read_json_object"]
 
 #: What zarr and its codecs raise on a damaged store: a ``zarr.json`` that is not JSON, not UTF-8 or has missing or
 #: mistyped fields, a chunk truncated or overwritten (the codecs' errors). Caught around store reads only.
@@ -58,3 +60,18 @@ def rewrite_hint(url: str) -> str:
     if parts[-1] == "arrays.zarr":
         return "save the estimator again (RectifiedAnchorWords.save)"
     return "write it again"
+
+
+def read_json_object(url: str, rewrite: str) -> dict[str, Any]:
+    """The JSON object in the file ``url``. A file that is not JSON (or not UTF-8), or holds another kind of value,
+    is a :class:`~jsmf_dask.exceptions.StoreError` naming it and saying ``rewrite`` (what writes it again)."""
+    fs, path = get_fs(url)
+    try:
+        with fs.open(path) as f:
+            body = json.load(f)
+    except ValueError as err:
+        raise StoreError(f"{url}: cannot be read, the file is damaged ({type(err).__name__}: {err}); "
+                         f"{rewrite}") from err
+    if not isinstance(body, dict):
+        raise StoreError(f"{url}: holds {type(body).__name__} JSON, not an object; {rewrite}")
+    return body

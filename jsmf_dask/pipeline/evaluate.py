@@ -21,6 +21,7 @@ from jsmf_dask import _progress, config
 from jsmf_dask._validation import check_heldout, check_name
 from jsmf_dask.cluster import Work, choose_engine
 from jsmf_dask.exceptions import InvalidParameterError, StoreError
+from jsmf_dask.io.damage import read_json_object
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks, read_vocabulary
@@ -380,12 +381,7 @@ def read_metrics(root: str) -> dict[str, Any]:
     fs, path = get_fs(url)
     if not fs.exists(path):
         raise StoreError(f"{url}: no metrics; run `jsmf evaluate {root}` first")
-    try:
-        with fs.open(path) as f:
-            metrics = json.load(f)
-    except ValueError as err:  # not JSON, not UTF-8
-        raise StoreError(f"{url}: cannot be read, the file is damaged ({type(err).__name__}: {err}); run "
-                         f"`jsmf evaluate {root}` again") from err
-    if not isinstance(metrics, dict) or not isinstance(metrics.get("models", {}), dict):
+    metrics = read_json_object(url, f"run `jsmf evaluate {root}` again")
+    if not isinstance(metrics.get("models", {}), dict):
         raise StoreError(f"{url}: not the metrics `jsmf evaluate` writes; run `jsmf evaluate {root}` again")
     return metrics

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
@@ -21,7 +20,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from jsmf_dask import _progress, config
-from jsmf_dask.exceptions import InputError, StoreError
+from jsmf_dask.exceptions import InputError
+from jsmf_dask.io.damage import read_json_object
 from jsmf_dask.io.fs import get_fs, is_local, join
 from jsmf_dask.io.parquet import (
     display_words,
@@ -99,16 +99,7 @@ def read_manifest(corpus: str) -> dict:
     fs, path = get_fs(join(corpus, MANIFEST))
     if not fs.exists(path):
         return {}
-    try:
-        with fs.open(path) as f:
-            manifest = json.load(f)
-    except ValueError as err:  # not JSON, not UTF-8
-        raise StoreError(f"{join(corpus, MANIFEST)}: cannot be read, the file is damaged ({type(err).__name__}: "
-                         f"{err}); ingest the corpus again") from err
-    if not isinstance(manifest, dict):
-        raise StoreError(f"{join(corpus, MANIFEST)}: is {type(manifest).__name__} JSON; expected an object (the "
-                         "manifest `jsmf ingest` writes); ingest the corpus again")
-    return manifest
+    return read_json_object(join(corpus, MANIFEST), "ingest the corpus again")
 
 
 def existing_corpus(corpus: str) -> AppendTarget:
