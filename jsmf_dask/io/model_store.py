@@ -26,7 +26,8 @@ from jsmf_dask.io.damage import check_complete, reading, rewrite_hint
 from jsmf_dask.io.provenance import provenance
 from jsmf_dask.io.fs import check_committed, get_fs, join, join_under
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import StoredRows, cooc_path, read_group, write_array, zarr_store
+from jsmf_dask.io.stored_rows import StoredRows
+from jsmf_dask.io.zarr_store import cooc_path, read_group, write_array, zarr_store
 
 __all__ = ["low_rank_rectified", "stored_rectified", "model_path", "topics_path", "ensure_model_group",
            "write_arrays", "FittedModel", "open_model", "list_models", "chosen_model"]

@@ -44,7 +44,8 @@ from jsmf_dask.exceptions import InvalidParameterError, StoreError
 from jsmf_dask.io.fs import join, write_file
 from jsmf_dask.io.model_store import list_models, open_model
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks
-from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence, sharing_C
+from jsmf_dask.io.stored_rows import StoredRows
+from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence, sharing_C
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.eigen import block_size, start_block
 from jsmf_dask.kernels.metrics import coherence, dissimilarity, npmi_coherence, top_words

@@ -25,7 +25,8 @@ from jsmf_dask.io.damage import read_json_object
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, list_blocks, read_vocabulary
-from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, stored_heldout_fraction
+from jsmf_dask.io.stored_rows import StoredRows
+from jsmf_dask.io.zarr_store import CooccurrenceStore, cooc_path, open_cooccurrence, stored_heldout_fraction
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.heldout import FOLD_IN_BURN_IN, FOLD_IN_DRAWS, PROBABILITY_FLOOR
 from jsmf_dask.kernels.infer import model_prior

@@ -36,7 +36,8 @@ from jsmf_dask.exceptions import ClusterError, InvalidParameterError, StoreError
 from jsmf_dask.io.fs import refuse_existing, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model, write_arrays
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, read_vocabulary, vocabulary_hash
-from jsmf_dask.io.zarr_store import CooccurrenceStore, StoredRows, cooc_path, open_cooccurrence, zarr_store
+from jsmf_dask.io.stored_rows import StoredRows
+from jsmf_dask.io.zarr_store import CooccurrenceStore, cooc_path, open_cooccurrence, zarr_store
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.kernels.anchor_words import unrestricted_weights
 from jsmf_dask.kernels.enn import checked_rows, enn_memory, enn_min_memory

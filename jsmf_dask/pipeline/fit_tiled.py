@@ -14,7 +14,8 @@ import numpy as np
 
 from jsmf_dask import _progress
 from jsmf_dask.exceptions import InvalidParameterError
-from jsmf_dask.io.zarr_store import StoredRows, check_entries
+from jsmf_dask.io.stored_rows import StoredRows
+from jsmf_dask.io.zarr_store import check_entries
 from jsmf_dask.kernels.ap import Comparison, LowRankIterate, alternating_projection
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.kernels.factorize import anchors_from_rows, anchors_low_rank

@@ -24,7 +24,8 @@ from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.fs import get_fs, join, write_file
 from jsmf_dask.io.model_store import FittedModel, list_models, low_rank_rectified, open_model, stored_rectified
 from jsmf_dask.io.parquet import corpus_dir, corpus_tokens, display_words, read_vocabulary
-from jsmf_dask.io.zarr_store import StoredRows, cooc_path, open_cooccurrence
+from jsmf_dask.io.stored_rows import StoredRows
+from jsmf_dask.io.zarr_store import cooc_path, open_cooccurrence
 from jsmf_dask.kernels.law import law_coordinates, principal_coordinates
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence
 from jsmf_dask.kernels.upper_sparse import symmetric_from_upper

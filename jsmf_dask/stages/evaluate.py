@@ -25,7 +25,8 @@ import pyarrow as pa
 from dask.base import tokenize
 
 from jsmf_dask.io.parquet import Block, read_block
-from jsmf_dask.io.zarr_store import StoredRows, read_entries
+from jsmf_dask.io.stored_rows import StoredRows
+from jsmf_dask.io.zarr_store import read_entries
 from jsmf_dask.kernels.doc_split import DocumentSplit, doc_hashes, sample_mask
 from jsmf_dask.kernels.heldout import FOLD_INS, document_completion, split_tokens
 from jsmf_dask.kernels.metrics import fit_partials

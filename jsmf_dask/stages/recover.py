@@ -15,7 +15,7 @@ import dask
 import numpy as np
 from dask.base import tokenize
 
-from jsmf_dask.io.zarr_store import StoredRows
+from jsmf_dask.io.stored_rows import StoredRows
 from jsmf_dask.kernels.anchor_words import AnchorColumns
 from jsmf_dask.kernels.law import law_weights
 from jsmf_dask.kernels.lowrank import LowRankCooccurrence
@@ -51,7 +51,7 @@ def recovery_tasks(
     """One delayed task per block of ``block`` words → ``(weights, objective, unconverged)`` of those words.
 
     ``source`` is the rectified C: a :class:`LowRankCooccurrence` (or a future
-    of one), :class:`~jsmf_dask.io.zarr_store.StoredRows`, or a fit on an anchor
+    of one), :class:`~jsmf_dask.io.stored_rows.StoredRows`, or a fit on an anchor
     vocabulary's :class:`~jsmf_dask.kernels.anchor_words.AnchorColumns` (or a
     future of one), whose rows are each divided by their own sum: ``p_word``
     None and ``n_words`` given. ``Cbar_S`` (K×N, K×n on an anchor vocabulary)

@@ -28,7 +28,8 @@ from dask.base import tokenize
 from threadpoolctl import threadpool_limits
 
 from jsmf_dask import _progress
-from jsmf_dask.io.zarr_store import StoredRows, read_checked_C, read_checked_columns, stored_eigenpairs
+from jsmf_dask.io.stored_rows import StoredRows
+from jsmf_dask.io.zarr_store import read_checked_C, read_checked_columns, stored_eigenpairs
 from jsmf_dask.kernels.anchor_words import AnchorColumns, column_shares
 from jsmf_dask.kernels.eigen import Eigenpairs, top_eigenpairs
 from jsmf_dask.kernels.factorize import anchors_low_rank, find_anchors, rectify, rectify_low_rank
@@ -72,7 +73,7 @@ class RectifiedAnchors:
         The rectified C: in low-rank form ``Y Yᵀ + E + r·11ᵀ`` (AP, ENN;
         O(N·K + nnz E)), or for the Baseline and DC the co-occurrence store's C
         with their scale and (DC) diagonal
-        (:class:`~jsmf_dask.io.zarr_store.StoredRows`).
+        (:class:`~jsmf_dask.io.stored_rows.StoredRows`).
     eig : Eigenpairs
         The last eigensolve's top-K pairs.
     trace : dict of str to ndarray
