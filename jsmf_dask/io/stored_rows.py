@@ -78,11 +78,20 @@ class StoredRows:
         n_rows, n_cols = arr.shape
         tile = arr.chunks[0]
         step = max(tile, (block_bytes // max(1, 8 * n_cols)) // tile * tile)
-        read = dask.delayed(self.rows, pure=True)  # each block read by :meth:`rows` (scale, diagonal, damage)
+        # One key holds this object (and its diagonal, N floats); every block's task names that key, so the
+        # diagonal travels once per worker instead of once per task. Each block is read by :meth:`rows`.
+        stored = dask.delayed(self, pure=True)
+        read = dask.delayed(_read_rows, pure=True)
         ends = [(r0, min(r0 + step, n_rows)) for r0 in range(0, n_rows, step)]
-        blocks = [da.from_delayed(read(slice(r0, r1)), shape=(r1 - r0, n_cols), dtype=np.float64) for r0, r1 in ends]
+        blocks = [da.from_delayed(read(stored, slice(r0, r1)), shape=(r1 - r0, n_cols), dtype=np.float64)
+                  for r0, r1 in ends]
         return da.concatenate(blocks, axis=0) if blocks else da.zeros((0, n_cols))
 
     def __dask_tokenize__(self):
         return (StoredRows, self.url, self.name, self.scale,
                 None if self.diagonal is None else hashlib.sha256(self.diagonal.tobytes()).hexdigest())
+
+
+def _read_rows(stored: StoredRows, index: slice) -> np.ndarray:
+    """One block's task of :meth:`StoredRows.to_dask`."""
+    return stored.rows(index)
