@@ -1,11 +1,11 @@
-"""The benchmarks' corpora of a machine's own text: man pages and docstrings, on pages and files made here."""
+"""The benchmarks' corpora of a machine's own text: man pages, docstrings and change logs, on files made here."""
 
 from __future__ import annotations
 
 import gzip
 import json
 
-from pipelines.benchmarks.machine_corpora import write_docstrings, write_man_pages
+from pipelines.benchmarks.machine_corpora import write_changelogs, write_docstrings, write_man_pages
 
 PAGE = r""".TH LS 1
 .SH NAME
@@ -49,3 +49,44 @@ def test_docstrings_once_each_and_not_from_tests(tmp_path):
     assert write_docstrings(out, [tmp_path / "site"]) == 1
     (doc,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert doc["text"] == long and doc["id"].startswith("pkg/core.py:")
+
+
+CHANGELOG = """hello (2.10-3) unstable; urgency=medium
+
+  * Fix the build with the new compiler.
+    Closes: #1000001.
+  * Update the watch file.
+
+ -- Jane Doe <jane@example.org>  Mon, 02 Jan 2023 13:06:21 +0100
+
+hello (2.10-2) unstable; urgency=low
+
+  * Fix the build with the new compiler.
+    Closes: #1000001.
+  * Update the watch file.
+
+ -- Jane Doe <jane@example.org>  Sun, 01 Jan 2023 10:00:00 +0100
+
+hello (2.10-1) unstable; urgency=low
+
+  * New upstream release.
+
+ -- Jane Doe <jane@example.org>  Sat, 31 Dec 2022 09:00:00 +0100
+"""
+
+
+def test_changelogs_keep_each_entry_s_text_once_without_its_header_and_signature(tmp_path):
+    for package in ("hello", "hello-doc"):  # binary packages of one source share its log
+        (tmp_path / package).mkdir()
+        with gzip.open(tmp_path / package / "changelog.Debian.gz", "wt") as f:
+            f.write(CHANGELOG)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "changelog.Debian.gz").write_bytes(b"not gzip")
+    out = tmp_path / "logs.jsonl"
+    assert write_changelogs(out, tmp_path) == 2
+    docs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [d["text"] for d in docs] == [
+        "* Fix the build with the new compiler. Closes: #1000001. * Update the watch file.",
+        "* New upstream release.",
+    ]
+    assert [d["id"] for d in docs] == ["hello:0", "hello:1"]

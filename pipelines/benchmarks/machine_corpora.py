@@ -1,5 +1,6 @@
-"""Real text corpora from the machine itself, unseen by every choice the project made: its man pages and the
-docstrings of its Python packages, as JSONL (``id``, ``text``) that ``jsmf ingest`` reads.
+"""Real text corpora from the machine itself, unseen by every choice the project made: its man pages, the
+docstrings of its Python packages and its packages' change logs, as JSONL (``id``, ``text``) that ``jsmf ingest``
+reads.
 
 * ``manpages``: every page of ``/usr/share/man/man1`` … ``man8`` (a link or ``.so`` include counted once), roff
   requests dropped but the text of the few that carry it (``.SH``, ``.B``, ``.I``, ``.TP`` …), escapes
@@ -8,6 +9,11 @@ docstrings of its Python packages, as JSONL (``id``, ``text``) that ``jsmf inges
 * ``docstrings``: the docstring of every module, class and function of the standard library and of the
   packages beside this one (its site-packages), test directories left out, each text once; fewer than 10 words
   left out. Session 39: 58,051 docstrings, 45 tokens on average after ``ingest``'s curation (short documents).
+* ``changelogs``: every entry of the Debian change logs under ``/usr/share/doc`` (``changelog.Debian.gz``), the
+  text between an entry's header line (``package (version) …; urgency=…``) and its signature line (`` -- name
+  date``), each text once (binary packages of one source share a log). Session 51: 10,366 entries, 24 words the
+  median, 9,417 documents and 68 tokens on average after curation; each package's own vocabulary (drivers,
+  compilers, CVEs) makes a heavy tail of rare words.
 
 Usage::
 
@@ -27,8 +33,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
-__all__ = ["CORPORA", "write_man_pages", "write_docstrings"]
+__all__ = ["CORPORA", "write_man_pages", "write_docstrings", "write_changelogs"]
 
+_CHANGELOG_HEADER = re.compile(r"^\S.*\(.*\).*;\s*urgency=")
 _KEPT_REQUEST = re.compile(r"^[.'](SH|SS|B|I|BR|IR|RB|RI|BI|IB|IP|TP|Nm|Nd|Sh|Fl|Ar|Pa|Xr)\s+(.*)")
 _ESCAPE = re.compile(r"\\f(\[[^\]]*\]|\(..|.)|\\\*(\[[^\]]*\]|\(..|.)|\\\((..)|\\\[[^\]]*\]|\\[&|^~0:%cdeu/,!\-]"
                      r"|\\s[+-]?\d+|\\[nm]\(?..|\\.")
@@ -97,8 +104,35 @@ def write_docstrings(path: Path, roots: list[Path] | None = None) -> int:
     return n
 
 
+def write_changelogs(path: Path, doc_dir: Path = Path("/usr/share/doc")) -> int:
+    """Write the entries of the Debian change logs under ``doc_dir`` to ``path``; returns how many."""
+    seen, n = set(), 0
+    with open(path, "w", encoding="utf-8") as out:
+        for log in sorted(doc_dir.glob("*/changelog.Debian.gz")):
+            try:
+                with gzip.open(log, "rt", errors="replace") as f:
+                    lines = f.read().splitlines()
+            except (OSError, EOFError):  # a log cut short or not gzip
+                continue
+            body: list[str] = []
+            for line in lines:
+                if _CHANGELOG_HEADER.match(line):
+                    body = []
+                elif line.startswith(" -- "):
+                    text = " ".join(part.strip() for part in body if part.strip())
+                    digest = hashlib.sha1(text.encode()).hexdigest()
+                    if text and digest not in seen:
+                        seen.add(digest)
+                        out.write(json.dumps({"id": f"{log.parent.name}:{n}", "text": text}) + "\n")
+                        n += 1
+                    body = []
+                else:
+                    body.append(line)
+    return n
+
+
 #: name → the function that writes it.
-CORPORA = {"manpages": write_man_pages, "docstrings": write_docstrings}
+CORPORA = {"manpages": write_man_pages, "docstrings": write_docstrings, "changelogs": write_changelogs}
 
 
 def main(argv: list[str] | None = None) -> int:

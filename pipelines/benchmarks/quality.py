@@ -60,7 +60,7 @@ corpus between the shipped ones' sizes and 10,000 documents; ``nips-chunks-300``
 every word; ``nips-chunks-100-3k``, ``-8k``, ``-15k``, ``-25k``, ``nips-chunks-300-3k``, ``-12k``: a sample
 (seed 0) of that many documents of a cut, for where ``method='sampled'`` starts to pay. A path to a file
 (text, JSONL, a UCI docword, ratings… as ``jsmf ingest`` reads it, ``--vocab-size 5000``) is a corpus of one's
-own, named after the file; ``manpages`` and ``docstrings`` are this machine's own text
+own, named after the file; ``manpages``, ``docstrings`` and ``changelogs`` are this machine's own text
 (:mod:`pipelines.benchmarks.machine_corpora`).
 Writes ``quality-results.json``, a Markdown table per corpus and a PNG per
 corpus (held-out perplexity against seconds) into ``--out``.
