@@ -65,8 +65,9 @@ def read_uci(path: Path) -> list[dict[int, int]]:
     return docs
 
 
-def dense_cooccurrence(docs: list[dict[int, int]], n_words: int) -> np.ndarray:
-    """Slow dense reference: C = Σ_m (h hᵀ − diag h)/(n(n−1)) over n >= 2, divided by its sum."""
+def dense_cooccurrence(docs: list[dict[int, int]], n_words: int, weighting: str = "documents") -> np.ndarray:
+    """Slow dense reference: C = Σ_m w_m (h hᵀ − diag h)/(n(n−1)) over n >= 2, divided by its sum; w_m = 1
+    (``weighting='documents'``, the paper's eq. 1) or n (``'tokens'``)."""
     C = np.zeros((n_words, n_words))
     for doc in docs:
         h = np.zeros(n_words)
@@ -74,7 +75,7 @@ def dense_cooccurrence(docs: list[dict[int, int]], n_words: int) -> np.ndarray:
             h[w] += c
         n = h.sum()
         if n >= 2:
-            C += (np.outer(h, h) - np.diag(h)) / (n * (n - 1))
+            C += (n if weighting == "tokens" else 1.0) * (np.outer(h, h) - np.diag(h)) / (n * (n - 1))
     return C / C.sum()
 
 

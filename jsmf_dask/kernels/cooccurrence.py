@@ -5,9 +5,24 @@ For a document m with count vector ``h`` (``H_m`` in the paper) and
 
     C_m = (h hᵀ − diag h) / (n (n − 1)),
 
-whose entries sum to 1. With ``H̃ = diag(1/√(n_m(n_m−1))) H`` a block of
-documents contributes ``H̃ᵀH̃`` off the diagonal and, on the diagonal,
-``Σ_m h_i (h_i − 1) / (n_m (n_m − 1))``, computed exactly here (forming it as
+whose entries sum to 1. The corpus ``C`` is ``Σ_m w_m C_m / Σ_m w_m``, each
+document weighed by :data:`WEIGHTINGS`: ``'documents'`` (``w_m = 1``, the
+paper's eq. 1) or ``'tokens'`` (``w_m = n_m``). Under LDA every ``C_m`` has
+the expectation ``B A_m Bᵀ`` (``A_m`` the joint distribution of the topics of
+two distinct tokens of m), so either weighing gives ``C = B A Bᵀ`` with the
+same topics ``B``; they differ in ``A`` (each document's pairs counted once,
+or by its tokens) and in which documents ``C`` listens to. With ``'tokens'``
+the row sums of ``C`` are exactly the corpus's word frequencies (``Σ_m h_m /
+Σ_m n_m``) and a document weighs what its tokens weigh in the likelihood
+``refine``, ``evaluate`` and every sampler see; with ``'documents'`` a corpus
+of a few very long documents among many short ones (change logs, user
+ratings) gets a ``C`` in which the long ones are a sliver, and anchor words
+drawn from them make topics the spectral model gives almost no weight (the
+benchmarks README, session 51).
+
+With ``H̃ = diag(√(w_m / (n_m(n_m−1)))) H`` a block of documents contributes
+``H̃ᵀH̃`` off the diagonal and, on the diagonal,
+``Σ_m w_m h_i (h_i − 1) / (n_m (n_m − 1))``, computed exactly here (forming it as
 ``(H̃ᵀH̃)_ii − d_i`` would cancel to rounding noise and leave tiny negative
 entries). The corpus ``C`` is the sum over blocks divided by its entry sum.
 """
@@ -22,6 +37,8 @@ import scipy.sparse as sp
 from jsmf_dask.kernels._cooccurrence_loop import accumulate_tile
 
 __all__ = [
+    "WEIGHTINGS",
+    "document_weights",
     "count_matrix",
     "BlockTotals",
     "block_contribution",
@@ -29,6 +46,20 @@ __all__ = [
     "mirror_upper",
     "gram_product",
 ]
+
+
+#: How :func:`block_contribution` weighs each document's contribution to ``C``: once (``'documents'``, the paper's
+#: eq. 1), or by its tokens (``'tokens'``).
+WEIGHTINGS = ("documents", "tokens")
+
+
+def document_weights(n_tokens: np.ndarray, weighting: str) -> np.ndarray:
+    """Each document's weight ``w_m`` in ``C`` (float64) under ``weighting`` (one of :data:`WEIGHTINGS`)."""
+    if weighting == "documents":
+        return np.ones(len(n_tokens))
+    if weighting == "tokens":
+        return np.asarray(n_tokens, dtype=np.float64)
+    raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
 
 
 def count_matrix(
@@ -60,11 +91,12 @@ class BlockTotals:
     Attributes
     ----------
     diagonal : ndarray of float64, shape (N,)
-        ``Σ_m h_i (h_i − 1) / (n_m (n_m − 1))``.
+        ``Σ_m w_m h_i (h_i − 1) / (n_m (n_m − 1))``.
     doc_freq : ndarray of int64, shape (N,)
         Counted documents containing each word (``D1``).
     entry_sum : float
-        Sum of the unnormalised contribution (1 per counted document, up to rounding).
+        Sum of the unnormalised contribution: ``Σ_m w_m`` over the counted documents (their number, or their
+        tokens), up to rounding.
     n_docs : int
         Documents counted (``n_m >= 2``).
     n_short : int
@@ -100,7 +132,8 @@ class BlockTotals:
         )
 
 
-def block_contribution(H: sp.csr_array, edges: np.ndarray) -> tuple[list[sp.csr_array], BlockTotals]:
+def block_contribution(H: sp.csr_array, edges: np.ndarray, weighting: str = "documents",
+                       ) -> tuple[list[sp.csr_array], BlockTotals]:
     """Scale a block's counts to ``H̃`` and split it by word block.
 
     Parameters
@@ -109,6 +142,8 @@ def block_contribution(H: sp.csr_array, edges: np.ndarray) -> tuple[list[sp.csr_
         Integer counts (``count_matrix``).
     edges : ndarray of int, shape (n_blocks + 1,)
         Word-block boundaries, ``edges[0] == 0`` and ``edges[-1] == N``.
+    weighting : {'documents', 'tokens'}, default='documents'
+        Each document's weight (:func:`document_weights`).
 
     Returns
     -------
@@ -120,8 +155,8 @@ def block_contribution(H: sp.csr_array, edges: np.ndarray) -> tuple[list[sp.csr_
     used = n >= 2
     Hu = H[np.flatnonzero(used)] if not used.all() else H
     nu = n[used].astype(np.float64)
-    pair_count = nu * (nu - 1.0)
-    # H̃ = diag(1/√(n(n−1))) H
+    pair_count = nu * (nu - 1.0) / document_weights(nu, weighting)  # n(n−1)/w
+    # H̃ = diag(√(w/(n(n−1)))) H
     row_of = np.repeat(np.arange(Hu.shape[0]), np.diff(Hu.indptr))
     h = Hu.data.astype(np.float64)
     scaled = h / np.sqrt(pair_count)[row_of]

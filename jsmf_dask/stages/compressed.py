@@ -28,7 +28,7 @@ from jsmf_dask.kernels.doc_split import DocumentSplit
 __all__ = ["scaled_blocks", "block_totals", "product_task"]
 
 
-def _scaled_block(block: Block, n_words: int, split: DocumentSplit):
+def _scaled_block(block: Block, n_words: int, split: DocumentSplit, weighting: str):
     table = read_block(block, n_words)
     hashes = doc_id_hashes(table.column("doc_id"))
     held, valid = split.masks(table.column("doc_id"))
@@ -36,15 +36,17 @@ def _scaled_block(block: Block, n_words: int, split: DocumentSplit):
     ids = table.column("word_ids").combine_chunks()
     cnt = table.column("counts").combine_chunks()
     H = count_matrix(ids.offsets.to_numpy(), ids.flatten().to_numpy(), cnt.flatten().to_numpy(), n_words)
-    (Ht,), totals = block_contribution(H, np.array([0, n_words]))
+    (Ht,), totals = block_contribution(H, np.array([0, n_words]), weighting)
     return Ht, dataclasses.replace(totals, n_validation=int(valid.sum())), hashes
 
 
-def scaled_blocks(blocks: list[Block], n_words: int, split: DocumentSplit = DocumentSplit()) -> list[dask.delayed]:
+def scaled_blocks(blocks: list[Block], n_words: int, split: DocumentSplit = DocumentSplit(),
+                  weighting: str = "documents") -> list[dask.delayed]:
     """One delayed ``(H̃, BlockTotals, doc_id hashes)`` per row-group block (held-out and validation documents
-    not counted)."""
-    token = tokenize(blocks, n_words, split)
-    return [dask.delayed(_scaled_block, pure=True)(b, n_words, split, dask_key_name=f"scaled-counts-{token}-{i}")
+    not counted; each document weighed by ``weighting``, :data:`~jsmf_dask.kernels.cooccurrence.WEIGHTINGS`)."""
+    token = tokenize(blocks, n_words, split, weighting)
+    return [dask.delayed(_scaled_block, pure=True)(b, n_words, split, weighting,
+                                                    dask_key_name=f"scaled-counts-{token}-{i}")
             for i, b in enumerate(blocks)]
 
 

@@ -59,7 +59,7 @@ def _slice_url(scratch: str, block: int, word_block: int) -> str:
 
 
 def _block_partial(
-    item: tuple[int, Block], n_words: int, edges: np.ndarray, scratch: str, split: DocumentSplit
+    item: tuple[int, Block], n_words: int, edges: np.ndarray, scratch: str, split: DocumentSplit, weighting: str
 ) -> tuple[BlockTotals, np.ndarray]:
     index, block = item
     table = read_block(block, n_words)
@@ -74,22 +74,23 @@ def _block_partial(
         cnt.flatten().to_numpy(),
         n_words,
     )
-    slices, totals = block_contribution(H, edges)
+    slices, totals = block_contribution(H, edges, weighting)
     for b, m in enumerate(slices):
         save_sparse(_slice_url(scratch, index, b), m)
     return dataclasses.replace(totals, n_validation=int(valid.sum())), hashes
 
 
 def block_partials(blocks: list[Block], n_words: int, edges: np.ndarray, scratch: str,
-                   split: DocumentSplit = DocumentSplit()) -> db.Bag:
+                   split: DocumentSplit = DocumentSplit(), weighting: str = "documents") -> db.Bag:
     """Map: a bag with one ``(BlockTotals, doc_id hashes)`` per row-group block.
 
     Documents held out or kept for validation (:class:`~jsmf_dask.kernels.doc_split.DocumentSplit`)
-    are not counted; their hashes are still returned. Side effect of each task: ``H̃[:, I]`` of its block for every word block
+    are not counted; their hashes are still returned. ``weighting``: each document's weight in ``C``
+    (:data:`~jsmf_dask.kernels.cooccurrence.WEIGHTINGS`). Side effect of each task: ``H̃[:, I]`` of its block for every word block
     ``I``, written under ``scratch`` (idempotent: a rerun rewrites the same files).
     """
     return db.from_sequence(list(enumerate(blocks)), npartitions=max(1, len(blocks))).map(
-        _block_partial, n_words, edges, scratch, split
+        _block_partial, n_words, edges, scratch, split, weighting
     )
 
 
