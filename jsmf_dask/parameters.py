@@ -21,7 +21,7 @@ from jsmf_dask.exceptions import InvalidParameterError
 
 __all__ = ["Parameter", "PARAMETERS", "parameter", "stage_parameters", "cli_options", "INPUT_FORMATS",
            "STRIPS", "SYNTH_PRIORS", "SYNTH_TOPICS_FROM", "compare_methods", "REFINED_FIT_ITERATIONS", "refined_fit_iterations", "AUTO_ANCHOR_WORDS_PER_TOPIC", "AUTO_ANCHOR_WORDS_MIN", "AUTO_ANCHOR_WORDS_MAX_DOCS", "auto_anchor_words", "CHOOSE_K_ITERATIONS", "CHOOSE_K_SWEEPS", "CHOOSE_K_EIG_TOL", "TOPICS_VOCAB_SIZE",
-           "CONNECT_TIMEOUT", "HEARTBEAT_TIMEOUT", "WORKER_TIMEOUT"]
+           "CONNECT_TIMEOUT", "HEARTBEAT_TIMEOUT", "WORKER_TIMEOUT", "WEIGHTINGS", "DEFAULT_WEIGHTING"]
 
 #: AP/ENN cycles of a fit that ``refine`` corrects afterwards (``jsmf run`` when a refine table names the
 #: fit, ``jsmf topics``, the estimator), in place of the paper's 150 where the spectral model is the result:
@@ -92,6 +92,13 @@ WORKER_TIMEOUT = 300.0
 
 #: ``ingest``'s input formats (``auto``: by file name and content).
 INPUT_FORMATS = ("auto", "uci", "text", "ratings", "baskets")
+
+#: How ``cooccur`` weighs each document's contribution to ``C``: once (``'documents'``, the paper's eq. 1) or by its
+#: tokens (``'tokens'``); :mod:`jsmf_dask.kernels.cooccurrence` says what each means.
+WEIGHTINGS = ("documents", "tokens")
+#: A new store's weighting (an update keeps the store's). Measured (session 51, the benchmarks README): see
+#: :data:`WEIGHTINGS`' section there.
+DEFAULT_WEIGHTING = "tokens"
 #: What ``ingest --strip`` removes from raw text before tokenising (:func:`jsmf_dask.io.sources.tokenize.strip_email`).
 STRIPS = ("email",)
 #: ``synth``'s document-topic priors and the ways it draws B's columns.
@@ -262,6 +269,11 @@ PARAMETERS: tuple[Parameter, ...] = (
               "and stops when they stop improving (e.g. 0.05, what `jsmf topics` runs; without them refine runs to "
               "its tolerance or its sweeps, and on a small corpus its sweeps can overfit)",
               low=0.0, low_open=True, high=0.5, metavar="FRACTION", default_text="none"),
+    Parameter("cooccur", "weighting", "choice", None,
+              "each document's weight in C: 'tokens' (by its tokens: C's row sums are the corpus's word "
+              "frequencies, and a few long documents among many short ones weigh what their tokens do) or "
+              "'documents' (each once, the paper's eq. 1)", choices=WEIGHTINGS,
+              default_text=f"{DEFAULT_WEIGHTING}; an update keeps the store's"),
     Parameter("cooccur", "rank", "int", None,
               "write the compressed store instead: the top R eigenpairs of C computed by passes over the corpus, "
               "no N x N array (for large vocabularies; fit it with --rectifier enn and any --topics up to R; no "

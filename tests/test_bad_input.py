@@ -267,6 +267,20 @@ def test_cooccur_bad_tile_size(tmp_path, monkeypatch):
     cooccur(root, tile_size=2)  # 3 tiles of at most 2 of its words: within the bound
 
 
+def test_cooccur_unknown_weighting(tmp_path, capsys):
+    """An unknown weighting: the Python API names the choices and writes nothing; the command line refuses it in
+    its parser (exit 2)."""
+    root = _corpus(tmp_path)
+    before = listing(root)
+    with pytest.raises(InvalidParameterError, match=r"'weighting' parameter of cooccur must be a str among "
+                                                    r"\{'documents', 'tokens'\}\. Got 'words' instead"):
+        cooccur(root, weighting="words")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["cooccur", str(root), "--weighting", "words"])
+    assert exit_info.value.code == 2 and "invalid choice: 'words'" in capsys.readouterr().err
+    assert listing(root) == before
+
+
 def test_cli_reports_error_and_exit_status(tmp_path, capsys):
     docword = uci(tmp_path, header=(2, 4, 7))[0]
     status = main(["ingest", str(tmp_path / "run"), docword, "--scheduler", "synchronous", "--quiet"])
@@ -406,6 +420,7 @@ def test_cli_refuses_bad_flags_before_anything_runs(tmp_path, capsys, args, matc
     assert listing(tmp_path) == []
 
 
+@pytest.mark.filterwarnings("ignore:1 of 3 topics have almost no weight in A:UserWarning")  # 5 cycles, no floor
 def test_cli_fit_takes_the_low_rank_path_where_the_workers_are_too_small_and_decides_before_starting(
         tmp_path, capsys, monkeypatch):
     """`jsmf fit` with the default rectifier on workers too small for the in-task AP: ENN + LAW (k<K>-enn),

@@ -14,6 +14,7 @@ LOCAL = ["--scheduler", "synchronous", "--quiet"]
 
 # five cycles without an anchor floor leave two rare anchors' rows of A empty (150 fill them): fit says so
 @pytest.mark.filterwarnings("ignore:2 of 4 topics have almost no weight in A:UserWarning")
+@pytest.mark.filterwarnings("ignore:1 of 4 topics have almost no weight in A:UserWarning")  # 5 cycles, no floor
 def test_synth_cooccur_fit_print_topics(tmp_path, capsys):
     root = str(tmp_path / "run")
     assert main(["synth", root, "--docs", "800", "--vocab", "120", "--topics", "4", "--doc-length", "40"]) == 0

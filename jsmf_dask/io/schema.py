@@ -111,14 +111,11 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
             "chunks": ["tile", "tile"],
             "codecs": "bytes (uncompressed) + crc32c",
             "fill_value": 0.0,
-            "meaning": "joint word co-occurrence, symmetric, entries >= 0, sums to 1 (paper eq. 1)",
+            "meaning": "joint word co-occurrence, symmetric, entries >= 0, sums to 1 (paper eq. 1, each document "
+                       "weighed as the attribute 'weighting' says)",
         },
-        "D1": {
-            "dtype": "int64",
-            "shape": ["N"],
-            "chunks": ["tile"],
-            "meaning": "document frequency: number of counted documents containing word i",
-        },
+        "D1": {"dtype": "int64", "shape": ["N"], "chunks": ["tile"],
+               "meaning": "document frequency: number of counted documents containing word i"},
         "D2": {
             "dtype": "int32",
             "shape": ["N", "N"],
@@ -159,6 +156,8 @@ COOCCURRENCE_LAYOUT: dict[str, Any] = {
         "n_docs_skipped": "object {reason: count}",
         "n_tokens": "int, tokens of the counted documents",
         "entry_sum": "float, sum of the unnormalised C; C stored = unnormalised / entry_sum",
+        "weighting": "'tokens' (each document weighed by its tokens; entry_sum = their number) or 'documents' "
+                     "(each once, the paper's eq. 1; entry_sum = n_docs); absent means 'documents'",
         "vocab_hash": "str, sha256 of the vocabulary words in word_id order",
         "corpus_manifest": "list of {path, bytes, rows, sha256} for every shard counted",
         "updates": "list of {created, shards, n_docs} for each `cooccur --update` applied",

@@ -22,6 +22,7 @@ from jsmf_dask.exceptions import StoreError
 from jsmf_dask.io.damage import DAMAGE, check_complete, reading, rewrite_hint
 from jsmf_dask.io.fs import check_committed, get_fs, is_local, join
 from jsmf_dask.io.schema import COOCCURRENCE_LAYOUT, SCHEMA_VERSION
+from jsmf_dask.parameters import DEFAULT_WEIGHTING, WEIGHTINGS
 
 __all__ = [
     "cooc_path",
@@ -37,6 +38,8 @@ __all__ = [
     "open_cooccurrence",
     "stored_heldout_fraction",
     "stored_validation_fraction",
+    "stored_weighting",
+    "weighting_of",
     "read_tile",
     "read_entries",
     "read_checked_C",
@@ -78,7 +81,7 @@ _ATTR_TYPES = {
     "schema_version": int, "n_words": int, "tile_size": int, "n_docs": int, "n_docs_skipped": dict, "n_tokens": int,
     "entry_sum": _NUMBER, "vocab_hash": str, "corpus_manifest": list, "updates": list, "heldout_fraction": _NUMBER,
     "n_docs_heldout": int, "validation_fraction": _NUMBER, "n_docs_validation": int, "form": str, "rank": int,
-    "eig_residual": _NUMBER, "eig_tol": _NUMBER, "n_passes": int, "versions": dict,
+    "eig_residual": _NUMBER, "eig_tol": _NUMBER, "n_passes": int, "versions": dict, "weighting": str,
 }
 
 
@@ -260,7 +263,8 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
     for key, kind in _ATTR_TYPES.items():
         value = attrs.get(key)
         if key in attrs and (not isinstance(value, kind) or isinstance(value, bool)
-                             or (kind is int and key in ("n_words", "tile_size") and value < 1)):
+                             or (kind is int and key in ("n_words", "tile_size") and value < 1)
+                             or (key == "weighting" and value not in WEIGHTINGS)):
             raise StoreError(f"{url}: attribute {key!r} is {value!r}; expected "
                              f"{COOCCURRENCE_LAYOUT['attrs'][key]}; {rewrite_hint(url)}")
     if attrs["schema_version"] != SCHEMA_VERSION:
@@ -293,13 +297,33 @@ def open_cooccurrence(url: str) -> CooccurrenceStore:
     return CooccurrenceStore(url, attrs, group)
 
 
-def _stored_fraction(root: str, key: str) -> float:
+def weighting_of(attrs: dict) -> str:
+    """How the co-occurrence store of ``attrs`` weighed each document in ``C``
+    (:data:`~jsmf_dask.parameters.WEIGHTINGS`; a store written before session 51 has no attribute: once)."""
+    return attrs.get("weighting", "documents")
+
+
+def stored_weighting(root: str) -> str:
+    """:func:`weighting_of` ``<root>/cooc.zarr`` (:data:`~jsmf_dask.parameters.DEFAULT_WEIGHTING` when there is no
+    store): what a model's ``A`` formed from documents weighs them by, as its ``C`` did."""
+    value = _stored_attr(root, "weighting", DEFAULT_WEIGHTING, "documents")
+    if value not in WEIGHTINGS:
+        raise StoreError(f"{cooc_path(root)}: attribute 'weighting' is {value!r}; expected "
+                         f"{COOCCURRENCE_LAYOUT['attrs']['weighting']}; {rewrite_hint(cooc_path(root))}")
+    return value
+
+
+def _stored_attr(root: str, key: str, no_store, no_attr):
     url = cooc_path(root)
     fs, path = get_fs(url)
     if not fs.exists(path):
-        return 0.0
+        return no_store
     with reading(url):
-        return float(read_group(url).attrs.get(key, 0.0))
+        return read_group(url).attrs.get(key, no_attr)
+
+
+def _stored_fraction(root: str, key: str) -> float:
+    return float(_stored_attr(root, key, 0.0, 0.0))
 
 
 def stored_heldout_fraction(root: str) -> float:

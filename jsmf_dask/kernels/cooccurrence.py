@@ -6,7 +6,7 @@ For a document m with count vector ``h`` (``H_m`` in the paper) and
     C_m = (h hᵀ − diag h) / (n (n − 1)),
 
 whose entries sum to 1. The corpus ``C`` is ``Σ_m w_m C_m / Σ_m w_m``, each
-document weighed by :data:`WEIGHTINGS`: ``'documents'`` (``w_m = 1``, the
+document weighed by :data:`~jsmf_dask.parameters.WEIGHTINGS`: ``'documents'`` (``w_m = 1``, the
 paper's eq. 1) or ``'tokens'`` (``w_m = n_m``). Under LDA every ``C_m`` has
 the expectation ``B A_m Bᵀ`` (``A_m`` the joint distribution of the topics of
 two distinct tokens of m), so either weighing gives ``C = B A Bᵀ`` with the
@@ -35,9 +35,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from jsmf_dask.kernels._cooccurrence_loop import accumulate_tile
+from jsmf_dask.parameters import WEIGHTINGS
 
 __all__ = [
-    "WEIGHTINGS",
     "document_weights",
     "count_matrix",
     "BlockTotals",
@@ -48,13 +48,9 @@ __all__ = [
 ]
 
 
-#: How :func:`block_contribution` weighs each document's contribution to ``C``: once (``'documents'``, the paper's
-#: eq. 1), or by its tokens (``'tokens'``).
-WEIGHTINGS = ("documents", "tokens")
-
-
 def document_weights(n_tokens: np.ndarray, weighting: str) -> np.ndarray:
-    """Each document's weight ``w_m`` in ``C`` (float64) under ``weighting`` (one of :data:`WEIGHTINGS`)."""
+    """Each document's weight ``w_m`` in ``C`` (float64) under ``weighting`` (one of
+    :data:`~jsmf_dask.parameters.WEIGHTINGS`)."""
     if weighting == "documents":
         return np.ones(len(n_tokens))
     if weighting == "tokens":

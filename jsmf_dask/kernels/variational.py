@@ -30,6 +30,7 @@ from scipy.optimize import nnls
 from scipy.special import gammaln, psi
 
 from jsmf_dask.kernels._vb_loop import e_step_loop
+from jsmf_dask.kernels.cooccurrence import document_weights
 
 __all__ = [
     "EStepResult",
@@ -226,16 +227,17 @@ def moment_alpha(A: np.ndarray, *, mean: np.ndarray | None = None,
     return a0 * m
 
 
-def expected_topic_topic(gamma: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """``Σ_d (n_d n_dᵀ − diag n_d)/(ℓ_d(ℓ_d − 1))`` over documents with ``ℓ_d ≥ 2``, not yet normalised.
+def expected_topic_topic(gamma: np.ndarray, alpha: np.ndarray, weighting: str = "documents") -> np.ndarray:
+    """``Σ_d w_d (n_d n_dᵀ − diag n_d)/(ℓ_d(ℓ_d − 1))`` over documents with ``ℓ_d ≥ 2``, not yet normalised.
 
     ``n_d = γ_d − α`` are the expected topic counts of document ``d`` and
     ``ℓ_d`` their sum: the topic–topic matrix ``A`` formed from the
-    documents the way ``C`` is formed from word counts (paper eq. 1).
+    documents the way ``C`` is formed from word counts (paper eq. 1), each
+    weighed as ``C`` weighed them (``w_d``: :func:`~jsmf_dask.kernels.cooccurrence.document_weights`).
     """
     n = np.clip(gamma - alpha[None, :], 0.0, None)
     length = n.sum(axis=1)
     ok = length >= 2
     n, length = n[ok], length[ok]
-    scale = 1.0 / (length * (length - 1))
+    scale = document_weights(length, weighting) / (length * (length - 1))
     return (n * scale[:, None]).T @ n - np.diag((n * scale[:, None]).sum(axis=0))

@@ -1,15 +1,15 @@
 """``cooccur``: the corpus under ``<root>/corpus`` → ``<root>/cooc.zarr``.
 
-``C = Σ_m (h_m h_mᵀ − diag h_m) / (n_m (n_m − 1))`` over documents with
-``n_m >= 2`` tokens, divided by its entry sum (paper eq. 1; see docs/architecture.md), plus
-the document frequencies ``D1`` and co-document frequencies ``D2`` used by the
-coherence metric.
+``C = Σ_m w_m (h_m h_mᵀ − diag h_m) / (n_m (n_m − 1))`` over documents with
+``n_m >= 2`` tokens, divided by its entry sum (paper eq. 1 with each document
+weighed by ``w_m``, 1 or its tokens ``n_m``: :mod:`jsmf_dask.kernels.cooccurrence`;
+see docs/architecture.md), plus the document frequencies ``D1`` and
+co-document frequencies ``D2`` used by the coherence metric.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import posixpath
 import time
 import warnings
 from collections.abc import Callable
@@ -37,6 +37,8 @@ from jsmf_dask.io.parquet import (
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import (cooc_path, create_cooccurrence, open_cooccurrence, write_array, write_compressed,
                                      zarr_store)
+from jsmf_dask.parameters import DEFAULT_WEIGHTING, parameter
+from jsmf_dask.pipeline.cooccur_update import check_not_counted, kept_settings, store_version, uncounted_blocks
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.kernels.eigen import top_eigenpairs
 from jsmf_dask.stages.compressed import block_totals, product_task, scaled_blocks
@@ -73,6 +75,7 @@ class CooccurrenceSummary:
     reason: str | None = None  # why the compressed store was written when no rank was asked for
     n_docs_validation: int = 0
     validation_fraction: float = 0.0
+    weighting: str = DEFAULT_WEIGHTING
 
     def lines(self) -> list[str]:
         skipped = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in self.n_docs_skipped.items()) or "none"
@@ -80,7 +83,8 @@ class CooccurrenceSummary:
                 f"{self.n_blocks} blocks; compressed: top {self.rank} eigenpairs, relative residual "
                 f"{self.eig_residual:.1e} after {self.n_passes} passes over the corpus, no N x N array")
         return [
-            f"C: {self.n_words} x {self.n_words} from {self.n_docs} documents ({self.n_tokens} tokens) in {what}",
+            f"C: {self.n_words} x {self.n_words} from {self.n_docs} documents ({self.n_tokens} tokens; each weighed "
+            f"{'by its tokens' if self.weighting == 'tokens' else 'once'}) in {what}",
             f"documents skipped: {skipped}",
             *([f"documents held out: {self.n_docs_heldout} (doc_id hash below {self.heldout_fraction})"]
               if self.heldout_fraction else []),
@@ -89,17 +93,6 @@ class CooccurrenceSummary:
             *([self.reason] if self.reason else []),
             f"written to {self.path}",
         ]
-
-
-def _version(root: str) -> tuple | None:
-    """What identifies the committed ``cooc.zarr`` of ``root`` (None when there is none): an update builds on one
-    version and must not replace another (a concurrent update's), or it would count those documents twice."""
-    try:
-        attrs = open_cooccurrence(cooc_path(root)).attrs
-    except StoreError:
-        return None
-    return (attrs.get("created"), len(attrs.get("corpus_manifest", [])), attrs.get("entry_sum"),
-            len(attrs.get("updates", [])))
 
 
 #: The most upper-triangular tiles of the dense C a ``tile_size`` may cut it into (a task each): 2,048-word tiles
@@ -118,6 +111,7 @@ def cooccur(
     update: bool = False,
     heldout: float | None = None,
     validation: float | None = None,
+    weighting: str | None = None,
     rank: int | None = None,
     eig_tol: float = 1e-6,
     on_pass: Callable[[int, float], None] | None = None,
@@ -160,6 +154,13 @@ def cooccur(
         ``validation_fraction``; ``refine`` trains on those it does not score
         (and on all of them when it refits), the Gibbs reference on all.
         An update keeps the store's fraction.
+    weighting : {'tokens', 'documents'}, optional
+        Each document's weight in ``C``: by its tokens (a new store's default:
+        ``C``'s row sums are then the corpus's word frequencies, and a corpus
+        of a few long documents among many short ones gets a spectral start
+        as good as elsewhere) or once (the paper's eq. 1); what each means:
+        :mod:`jsmf_dask.kernels.cooccurrence`. Recorded as ``weighting``. An
+        update keeps the store's (a store written before it has none: once).
     rank : int, optional
         Write the **compressed** store instead of the dense one: the top-``rank``
         eigenpairs of ``C`` (and ``D1``), computed without any N×N array by a
@@ -216,6 +217,7 @@ def cooccur(
     n_words = len(words)
     heldout = check_heldout(heldout, owner)
     validation = check_validation(validation, heldout, owner)
+    parameter("cooccur", "weighting").check(weighting, owner)
     blocks = list_blocks(corpus)
     choose_engine(Work(tokens=corpus_tokens(corpus)))
     base = old = None
@@ -224,26 +226,13 @@ def cooccur(
             raise InvalidParameterError("update=True adds to the existing store and overwrite=True replaces it; "
                                         "pass one of them")
         old = open_cooccurrence(cooc_path(root))
-        if old.compressed:
-            raise StoreError(f"{old.url}: a compressed store (rank {old.rank}) cannot be updated (its eigenpairs are "
-                             "not a sum over documents); rebuild it: `jsmf cooccur --overwrite --rank "
-                             f"{old.rank}`")
-        stored = float(old.attrs.get("heldout_fraction", 0.0))
-        if heldout and heldout != stored:
-            raise InvalidParameterError(f"{old.url} holds out a fraction {stored} of the documents; an update keeps "
-                                        f"it (got heldout={heldout}); rebuild with --overwrite to change it")
-        heldout = stored
-        stored = float(old.attrs.get("validation_fraction", 0.0))
-        if validation and validation != stored:
-            raise InvalidParameterError(f"{old.url} keeps a fraction {stored} of the documents for validation; an "
-                                        f"update keeps it (got validation={validation}); rebuild with --overwrite "
-                                        "to change it")
-        validation = stored
-        blocks = _uncounted_blocks(old, blocks, words, corpus)
+        heldout, validation, weighting = kept_settings(old, heldout, validation, weighting)
+        blocks = uncounted_blocks(old, blocks, words, corpus)
         tile_size, codoc = int(old.attrs["tile_size"]), old.has("D2")
         base = (old.url, float(old.attrs["entry_sum"]))
     if not update:
         tile_size = even_tile_size(n_words, tile_size)
+        weighting = weighting or DEFAULT_WEIGHTING
     reason = None
     if rank is None and not update:
         dense_bytes = 8 * n_words * n_words * (2 if codoc else 1)
@@ -257,8 +246,8 @@ def cooccur(
         if rank >= n_words:
             raise InvalidParameterError(f"The 'rank' parameter of {owner} must be below the {n_words} words of the "
                                         f"vocabulary. Got {rank} instead.")
-        summary = _compressed(root, blocks, words, DocumentSplit(heldout, validation), rank, eig_tol, tile_size,
-                              overwrite, on_pass)
+        summary = _compressed(root, blocks, words, DocumentSplit(heldout, validation), weighting, rank, eig_tol,
+                              tile_size, overwrite, on_pass)
         summary.reason = reason
         return summary
     edges = word_block_edges(n_words, tile_size)
@@ -272,14 +261,15 @@ def cooccur(
     check_free_space(root, 8 * n_words * n_words * (2 if codoc else 1),
                      f"cooccur (C{' and D2' if codoc else ''} of N = {n_words} words, 8N² bytes each, uncompressed"
                      f"{'' if not codoc else '; --no-codoc halves it'})")
-    read = _version(root) if update else None  # an update adds to this C: commit only if it is still the one
+    read = store_version(root) if update else None  # an update adds to this C: commit only if it is still the one
     with staged_output(cooc_path(root), root=root, overwrite=overwrite or update,
-                       unchanged=None if read is None else lambda: _version(root) == read) as tmp:
+                       unchanged=None if read is None else lambda: store_version(root) == read) as tmp:
         create_cooccurrence(tmp, n_words, tile_size, codoc=codoc)
         scratch = join(tmp, "_scratch")
         fs, scratch_path = get_fs(scratch)
         fs.makedirs(scratch_path, exist_ok=True)
-        partials = block_partials(blocks, n_words, edges, scratch, DocumentSplit(heldout, validation))
+        partials = block_partials(blocks, n_words, edges, scratch, DocumentSplit(heldout, validation),
+                                  weighting=weighting)
         shards = sorted({b.path for b in blocks})
         manifest = [dask.delayed(file_manifest, pure=True)(u) for u in shards]
         summary, hashes, manifest = _progress.compute(corpus_summary(partials), block_hashes(partials), manifest)
@@ -287,7 +277,7 @@ def cooccur(
         _check_unique(blocks, hashes)
         doc_hashes = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
         if old is not None:
-            _check_not_counted(old, blocks, hashes)
+            check_not_counted(old, blocks, hashes)
             doc_hashes = np.concatenate([old.read("doc_hashes"), doc_hashes])
         n_docs = summary.n_docs + (int(old.attrs["n_docs"]) if old is not None else 0)
         if n_docs == 0:
@@ -318,6 +308,7 @@ def cooccur(
             path=cooc_path(root),
             n_docs_validation=valid,
             validation_fraction=validation,
+            weighting=weighting,
         )
         now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         updates = list(old.attrs.get("updates", [])) if old is not None else []
@@ -336,6 +327,7 @@ def cooccur(
                 "n_docs_validation": valid,
                 "n_tokens": result.n_tokens,
                 "entry_sum": result.entry_sum,
+                "weighting": weighting,
                 "vocab_hash": vocabulary_hash(words),
                 "corpus_manifest": (list(old.attrs["corpus_manifest"]) if old is not None else []) + list(manifest),
                 "updates": updates,
@@ -357,15 +349,15 @@ PRODUCT_TASKS = 8
 COMPRESSED_CHECK_EVERY = 3
 
 
-def _compressed(root: str, blocks, words: list[str], split: DocumentSplit, rank: int, eig_tol: float, tile_size: int,
-                overwrite: bool, on_pass) -> CooccurrenceSummary:
+def _compressed(root: str, blocks, words: list[str], split: DocumentSplit, weighting: str, rank: int, eig_tol: float,
+                tile_size: int, overwrite: bool, on_pass) -> CooccurrenceSummary:
     """The compressed store: persist the scaled counts, then a block eigensolver whose products are corpus passes."""
     n_words = len(words)
     corpus = corpus_dir(root)
     shards = sorted({b.path for b in blocks})
     with staged_output(cooc_path(root), root=root, overwrite=overwrite) as tmp:
         client = _progress.active_client()
-        scaled = scaled_blocks(blocks, n_words, split)
+        scaled = scaled_blocks(blocks, n_words, split, weighting=weighting)
         scaled = list(client.persist(scaled)) if client is not None else list(
             dask.persist(*scaled, scheduler=dask.config.get("scheduler", None) or "threads"))
         manifest = [dask.delayed(file_manifest, pure=True)(u) for u in shards]
@@ -404,7 +396,7 @@ def _compressed(root: str, blocks, words: list[str], split: DocumentSplit, rank:
             n_docs_heldout=held, heldout_fraction=split.heldout, n_tokens=summary.n_tokens,
             entry_sum=summary.entry_sum, n_blocks=len(blocks), n_tiles=0, path=cooc_path(root), rank=rank,
             eig_residual=eig.residual, n_passes=passes, n_docs_validation=summary.n_validation,
-            validation_fraction=split.validation,
+            validation_fraction=split.validation, weighting=weighting,
         )
         group.attrs.update({
             "schema_version": SCHEMA_VERSION, "form": "compressed", "rank": rank, "eig_residual": eig.residual,
@@ -412,58 +404,14 @@ def _compressed(root: str, blocks, words: list[str], split: DocumentSplit, rank:
             "n_docs": result.n_docs, "n_docs_skipped": result.n_docs_skipped, "heldout_fraction": split.heldout,
             "n_docs_heldout": held, "validation_fraction": split.validation,
             "n_docs_validation": summary.n_validation, "n_tokens": result.n_tokens, "entry_sum": result.entry_sum,
-            "vocab_hash": vocabulary_hash(words), "corpus_manifest": list(manifest), "updates": [], "codoc": False,
+            "weighting": weighting, "vocab_hash": vocabulary_hash(words), "corpus_manifest": list(manifest),
+            "updates": [], "codoc": False,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "versions": library_versions(),
         })
     if eig.residual > eig_tol:
         warnings.warn(f"the compressed store's eigenpairs stopped at a relative residual {eig.residual:.2e} above "
                       f"eig_tol={eig_tol:g} after {passes} passes", ConvergenceWarning, stacklevel=3)
     return result
-
-
-def _uncounted_blocks(old, blocks, words, corpus: str):
-    """The blocks of shards ``old`` has not counted, after checking that what it counted is unchanged."""
-    if old.attrs["vocab_hash"] != vocabulary_hash(words):
-        raise StoreError(
-            f"{corpus}/vocab.parquet: its words differ from those {old.url} was built with; an update needs the "
-            "same vocabulary (add documents with `jsmf ingest --append`), or rebuild with `jsmf cooccur --overwrite`"
-        )
-    if not old.has("doc_hashes"):
-        raise StoreError(f"{old.url}: built without doc_id hashes, so repeats cannot be refused; rebuild it with "
-                         "`jsmf cooccur --overwrite`")
-    counted = {posixpath.basename(m["path"]): m for m in old.attrs["corpus_manifest"]}
-    present: dict[str, int] = {}
-    for b in blocks:
-        name = posixpath.basename(b.path)
-        present[name] = present.get(name, 0) + b.n_rows
-    for name, m in counted.items():
-        if name not in present:
-            raise StoreError(f"{corpus}/{name}: counted in {old.url} but no longer in the corpus; rebuild with "
-                             "`jsmf cooccur --overwrite`")
-        url = join(corpus, name)
-        fs, path = get_fs(url)
-        if present[name] != m["rows"] or fs.size(path) != m["bytes"]:
-            raise StoreError(f"{url}: changed since {old.url} counted it ({m['rows']} rows, {m['bytes']} bytes "
-                             f"then; {present[name]} rows, {fs.size(path)} bytes now); rebuild with --overwrite")
-    new = [b for b in blocks if posixpath.basename(b.path) not in counted]
-    if not new:
-        raise StoreError(f"{corpus}: every shard is already counted in {old.url}; nothing to update "
-                         "(add documents with `jsmf ingest --append`)")
-    return new
-
-
-def _check_not_counted(old, blocks, hashes) -> None:
-    """Refuse a new document whose doc_id is already counted in ``old``."""
-    counted = old.read("doc_hashes")
-    for block, h in zip(blocks, hashes, strict=True):
-        hit = np.flatnonzero(np.isin(h, counted))
-        if hit.size:
-            row = int(hit[0])
-            doc_id = read_block(block, None).column("doc_id")[row].as_py()
-            raise CorpusSchemaError(
-                f"{block.path}: row {block.row_offset + row}: field 'doc_id' {doc_id!r} is already counted in "
-                f"{old.url}; expected only new documents in an update"
-            )
 
 
 def _check_unique(blocks, hashes) -> None:

@@ -2,8 +2,9 @@
 
 ``B`` is the sampler's topic–word distribution; ``A`` comes from its
 document–topic counts the way ``C`` comes from word counts (paper eq. 1):
-``A = (1/M) Σ_d (n_d n_dᵀ − diag(n_d)) / (ℓ_d (ℓ_d − 1))``, the joint
-distribution of the topics of two distinct tokens of a document. The model has
+``A ∝ Σ_d w_d (n_d n_dᵀ − diag(n_d)) / (ℓ_d (ℓ_d − 1))``, the joint
+distribution of the topics of two distinct tokens of a document, each
+document weighed as the root's ``C`` weighed it (``w_d`` 1 or ``ℓ_d``). The model has
 no anchor words and no rectified ``C``.
 
 tomotopy is an optional dependency: ``pip install 'jsmf_dask[gibbs]'``.
@@ -25,7 +26,8 @@ from jsmf_dask.io.fs import staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import stored_heldout_fraction, write_array, zarr_store
+from jsmf_dask.io.zarr_store import stored_heldout_fraction, stored_weighting, write_array, zarr_store
+from jsmf_dask.kernels.cooccurrence import document_weights
 from jsmf_dask.kernels.doc_split import DocumentSplit
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.fit_model import FitResult, write_topics
@@ -105,6 +107,7 @@ def fit_gibbs(
     tp = require_tomotopy()
     root = os.fspath(root)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "fit_gibbs")
+    weighting = stored_weighting(root)
     # every document not held out: a sampler has no use for validation documents, and the refined models it is
     # compared with train on them too (refine's refit; beyond its scored sample of them)
     split = DocumentSplit(heldout)
@@ -129,7 +132,7 @@ def fit_gibbs(
         with warnings.catch_warnings():  # "may differ even with fixed seed if workers != 1": said in the docstring
             warnings.filterwarnings("ignore", message="The training result may differ", category=RuntimeWarning)
             model.train(iterations if sample == 0 else thin, workers=threads)
-        B_s, A_s = _state_topics(model, n, n_topics)
+        B_s, A_s = _state_topics(model, n, n_topics, weighting)
         B += B_s / samples
         A += A_s / samples
     vocab_index = np.array([int(w) for w in model.used_vocabs])
@@ -177,7 +180,7 @@ def median_chain(root: str, chains: list[str], metrics: dict) -> str:
     return sorted(chains, key=score)[(len(chains) - 1) // 2]
 
 
-def _state_topics(model, n: int, n_topics: int) -> tuple[np.ndarray, np.ndarray]:
+def _state_topics(model, n: int, n_topics: int, weighting: str) -> tuple[np.ndarray, np.ndarray]:
     """The sampler's current ``B`` (N×K, columns summing to 1) and ``A`` (K×K, summing to 1)."""
     vocab_index = np.array([int(w) for w in model.used_vocabs])
     B = np.zeros((n, n_topics))
@@ -188,5 +191,6 @@ def _state_topics(model, n: int, n_topics: int) -> tuple[np.ndarray, np.ndarray]
     for doc in model.docs:
         nd = np.bincount(np.asarray(doc.topics, dtype=np.int64), minlength=n_topics).astype(np.float64)
         length = nd.sum()
-        A += (np.outer(nd, nd) - np.diag(nd)) / (length * (length - 1))
+        A += document_weights(np.array([length]), weighting)[0] * (np.outer(nd, nd) - np.diag(nd)) / (
+            length * (length - 1))
     return B, A / A.sum()

@@ -35,8 +35,8 @@ from jsmf_dask.io.fs import get_fs, join, refuse_existing, remove, staged_output
 from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model
 from jsmf_dask.io.parquet import corpus_dir, corpus_nnz, corpus_tokens, display_words, list_blocks, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
-from jsmf_dask.io.zarr_store import (cooc_path, stored_heldout_fraction, stored_validation_fraction, write_array,
-                                     zarr_store)
+from jsmf_dask.io.zarr_store import (cooc_path, stored_heldout_fraction, stored_validation_fraction, stored_weighting,
+                                     write_array, zarr_store)
 from jsmf_dask.kernels.metrics import specificity, topic_changes
 from jsmf_dask.kernels.collapsed import collapsed_topics
 from jsmf_dask.kernels.doc_split import DocumentSplit
@@ -247,6 +247,7 @@ def refine(
     check_name(model, "model", "refine")
     check_name(name, "name", "refine", allow_none=True)
     heldout = stored_heldout_fraction(root) if heldout is None else check_heldout(heldout, "refine")
+    weighting = stored_weighting(root)
     stored_validation = stored_validation_fraction(root)
     validation = stored_validation if validation is None else check_validation(validation, heldout, "refine")
     if validation and validation != stored_validation:
@@ -307,7 +308,8 @@ def refine(
                              learn_alpha=alpha == "auto" and collapsed,
                              alpha_sample=_sample_fraction(ALPHA_SAMPLE_DOCS, n_rows * trained),
                              validation_sample=scored, groups=SWEEP_GROUPS if collapsed else 1,
-                             heldout_sample=checked_heldout_fraction(start_check, n_rows * split.heldout))
+                             heldout_sample=checked_heldout_fraction(start_check, n_rows * split.heldout),
+                             weighting=weighting)
         if run.start == "chain" and not chain:  # computed once for every candidate that starts from it
             chain.append(chain_topics_for(blocks, params, B0, tokens * trained))
         model = (B0, A0) if run.start == "spectral" else chain[0]

@@ -40,10 +40,10 @@ def _scaled_block(block: Block, n_words: int, split: DocumentSplit, weighting: s
     return Ht, dataclasses.replace(totals, n_validation=int(valid.sum())), hashes
 
 
-def scaled_blocks(blocks: list[Block], n_words: int, split: DocumentSplit = DocumentSplit(),
-                  weighting: str = "documents") -> list[dask.delayed]:
+def scaled_blocks(blocks: list[Block], n_words: int, split: DocumentSplit = DocumentSplit(), *,
+                  weighting: str) -> list[dask.delayed]:
     """One delayed ``(H̃, BlockTotals, doc_id hashes)`` per row-group block (held-out and validation documents
-    not counted; each document weighed by ``weighting``, :data:`~jsmf_dask.kernels.cooccurrence.WEIGHTINGS`)."""
+    not counted; each document weighed by ``weighting``, :data:`~jsmf_dask.parameters.WEIGHTINGS`)."""
     token = tokenize(blocks, n_words, split, weighting)
     return [dask.delayed(_scaled_block, pure=True)(b, n_words, split, weighting,
                                                     dask_key_name=f"scaled-counts-{token}-{i}")

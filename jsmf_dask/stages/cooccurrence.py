@@ -81,12 +81,12 @@ def _block_partial(
 
 
 def block_partials(blocks: list[Block], n_words: int, edges: np.ndarray, scratch: str,
-                   split: DocumentSplit = DocumentSplit(), weighting: str = "documents") -> db.Bag:
+                   split: DocumentSplit = DocumentSplit(), *, weighting: str) -> db.Bag:
     """Map: a bag with one ``(BlockTotals, doc_id hashes)`` per row-group block.
 
     Documents held out or kept for validation (:class:`~jsmf_dask.kernels.doc_split.DocumentSplit`)
     are not counted; their hashes are still returned. ``weighting``: each document's weight in ``C``
-    (:data:`~jsmf_dask.kernels.cooccurrence.WEIGHTINGS`). Side effect of each task: ``H̃[:, I]`` of its block for every word block
+    (:data:`~jsmf_dask.parameters.WEIGHTINGS`). Side effect of each task: ``H̃[:, I]`` of its block for every word block
     ``I``, written under ``scratch`` (idempotent: a rerun rewrites the same files).
     """
     return db.from_sequence(list(enumerate(blocks)), npartitions=max(1, len(blocks))).map(

@@ -88,6 +88,7 @@ class SweepParams:
     drawn_sweep: int | None = None  # this sweep draws (CVB0's drawn sweeps, every sampled one): its number seeds
     # the draws
     groups: int = 1  # the training documents' groups by id (doc_groups): a sweep can visit them one at a time
+    weighting: str = "documents"  # how the last pass's A weighs each document (as the root's C did)
 
 
 @dataclass
@@ -367,7 +368,7 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
     ll, n_valid_tokens = validation_completion(*split_tokens(V, valid_hashes), valid_hashes, topics, params.alpha)
     final_ll, n_held_tokens = _vb_scores(held, topics, params.alpha)
     start_ll, _ = _vb_scores(held, *start)
-    return BlockSums(None, expected_topic_topic(gamma, params.alpha), bound, X.shape[0], int(lengths.sum()), 0,
+    return BlockSums(None, expected_topic_topic(gamma, params.alpha, params.weighting), bound, X.shape[0], int(lengths.sum()), 0,
                      None, np.array([final_ll.sum(), start_ll.sum()]), int(round(n_held_tokens.sum())),
                      valid_doc_loglik=ll, valid_doc_tokens=n_valid_tokens,
                      heldout_sampled=_sampled_check(held, params.heldout_sample, topics, params.alpha, start))

@@ -32,29 +32,35 @@ def reuters_root(tmp_path_factory):
     return root
 
 
-def test_three_document_corpus_by_hand(tmp_path):
+@pytest.mark.parametrize(("weighting", "expected", "entry_sum"), [
+    ("documents", [[1 / 6, 1 / 6, 0], [1 / 6, 0, 1 / 4], [0, 1 / 4, 0]], 2.0),  # the paper's eq. 1
+    ("tokens", [[1 / 5, 1 / 5, 0], [1 / 5, 0, 1 / 5], [0, 1 / 5, 0]], 5.0),  # each weighed by its n: 3 and 2
+])
+def test_three_document_corpus_by_hand(tmp_path, weighting, expected, entry_sum):
     # Same corpus as tests/kernels: h = (2,1,0), (0,1,1), (1,0,0); the third has n = 1.
     docword = write_uci(tmp_path, [{0: 2, 1: 1}, {1: 1, 2: 1}, {0: 1}], ["a", "b", "c"])
     ingest(tmp_path / "run", [str(docword)], stopwords=None, min_doc_tokens=1, min_doc_words=1)
     words = read_vocabulary(f"{tmp_path}/run/corpus").column("word").to_pylist()
-    summary = cooccur(tmp_path / "run", tile_size=2)
+    summary = cooccur(tmp_path / "run", tile_size=2, weighting=weighting)
     store = open_cooccurrence(f"{tmp_path}/run/cooc.zarr")
     order = [words.index(w) for w in "abc"]
     C = store.C[:][np.ix_(order, order)]
-    expected = np.array([[1 / 6, 1 / 6, 0], [1 / 6, 0, 1 / 4], [0, 1 / 4, 0]])
-    np.testing.assert_allclose(C, expected, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(C, np.array(expected), rtol=1e-15, atol=0)
     assert summary.n_docs == 2 and summary.n_docs_skipped == {"fewer_than_2_tokens": 1}
     assert store.attrs["n_tokens"] == 5
+    assert store.attrs["weighting"] == summary.weighting == weighting
+    assert abs(store.attrs["entry_sum"] - entry_sum) < 1e-14
     np.testing.assert_array_equal(store.D1[:][order], [1, 2, 1])
     np.testing.assert_array_equal(store.D2[:][np.ix_(order, order)], [[1, 1, 0], [1, 2, 1], [0, 1, 1]])
 
 
-def test_reuters_equals_dense_reference(reuters_root):
-    cooccur(reuters_root, tile_size=512)
+@pytest.mark.parametrize("weighting", [None, "documents"])
+def test_reuters_equals_dense_reference(reuters_root, weighting):
+    cooccur(reuters_root, tile_size=512, weighting=weighting, overwrite=True)
     store = open_cooccurrence(f"{reuters_root}/cooc.zarr")
     C = store.C[:]
     docs = stored_documents(reuters_root)
-    R = dense_cooccurrence(docs, C.shape[0])
+    R = dense_cooccurrence(docs, C.shape[0], weighting or "tokens")  # the default weighs documents by tokens
     # Same non-negative products summed in another order: 1e-12 relative is ~1e4 ulps of slack.
     nz = R != 0
     np.testing.assert_array_equal(C == 0, ~nz)

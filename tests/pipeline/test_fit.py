@@ -554,7 +554,7 @@ def test_an_unconverged_enn_fit_keeps_b_and_a_probabilities(tmp_path):
     root = tmp_path / "reuters"
     with dask.config.set(scheduler="synchronous"):
         ingest(root, [str(REUTERS_DOCWORD)])
-        cooccur(root, heldout=0.1, validation=0.05)
+        cooccur(root, heldout=0.1, validation=0.05, weighting="documents")  # the case as it was found
         with pytest.warns(UserWarning, match=r"gives A a sum of -6\.\d+, below zero, so A cannot be formed"):
             model = fit(root, n_topics=12, rectifier="enn", iterations=1, min_anchor_df=1, seed=7, path="in-task")
     assert model.B.min() >= 0 and np.allclose(model.B.sum(axis=0), 1)
@@ -575,7 +575,7 @@ def test_an_anchor_outside_the_anchor_vocabulary_columns_is_a_clear_error(tmp_pa
     root = tmp_path / "reuters"
     with dask.config.set(scheduler="synchronous"):
         ingest(root, [str(REUTERS_DOCWORD)])
-        cooccur(root, heldout=0.1, validation=0.05)
+        cooccur(root, heldout=0.1, validation=0.05, weighting="documents")  # the case as it was found
         with pytest.raises(InvalidParameterError, match=r"the anchor 'estrada' never co-occurs in C with the anchor "
                                                          r"vocabulary's 1000 words .* raise min_anchor_df \(now 0\), "
                                                          r"or pass anchor_words=None"):
@@ -610,7 +610,7 @@ def rare_anchor_root(tmp_path_factory):
     path.write_text("\n".join(json.dumps({"id": str(i), "text": t}) for i, t in enumerate(lines)) + "\n")
     with dask.config.set({"scheduler": "synchronous", "jsmf.progress": False}):
         ingest(root / "run", [str(path)], format="text", id_column="id", min_doc_tokens=1)
-        cooccur(root / "run")
+        cooccur(root / "run", weighting="documents")  # the measured case: each document once (paper eq. 1)
     return root / "run"
 
 
@@ -703,7 +703,8 @@ def test_jsmf_run_says_when_its_fit_picked_the_anchors_again(rare_anchor_root, m
     base = rare_anchor_root.parent
     config = base / "run.toml"
     config.write_text(f'root = "{base / "run-config"}"\n[ingest]\ninputs = ["{base / "docs.jsonl"}"]\n'
-                      'min_doc_tokens = 1\n[cooccur]\n[[fit]]\ntopics = 5\nrectifier = "ap"\n', encoding="utf-8")
+                      'min_doc_tokens = 1\n[cooccur]\nweighting = "documents"\n[[fit]]\ntopics = 5\nrectifier = "ap"\n',
+                      encoding="utf-8")
     assert main(["run", str(config), "--scheduler", "synchronous", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert ("anchors picked again among the words in at least 16 documents (1.0% of C's documents), kept: 2 of 5 "

@@ -267,7 +267,7 @@ def test_reuters_c_without_its_heldout_documents_is_the_c_of_the_rest(tmp_path):
             if not h:
                 docs.append(dict(zip(ids, counts, strict=True)))
     C = open_cooccurrence(f"{tmp_path}/cooc.zarr").C[:]
-    np.testing.assert_allclose(C, dense_cooccurrence(docs, C.shape[0]), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(C, dense_cooccurrence(docs, C.shape[0], "tokens"), rtol=0, atol=1e-13)
 
 
 def test_validation_documents_are_disjoint_from_held_out_ones_and_left_out_of_C(tmp_path):
@@ -293,7 +293,7 @@ def test_validation_documents_are_disjoint_from_held_out_ones_and_left_out_of_C(
             if keep:
                 docs.append(dict(zip(ids_, counts, strict=True)))
     store = open_cooccurrence(f"{tmp_path}/cooc.zarr")
-    np.testing.assert_allclose(store.C[:], dense_cooccurrence(docs, store.C.shape[0]), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(store.C[:], dense_cooccurrence(docs, store.C.shape[0], "tokens"), rtol=0, atol=1e-13)
     assert store.attrs["validation_fraction"] == 0.15 and store.attrs["n_docs_validation"] == n_valid > 0
     assert store.attrs["n_docs_heldout"] == n_held and summary.n_docs_validation == n_valid
     assert any("kept for validation" in line for line in summary.lines())

@@ -30,11 +30,13 @@ def parts(tmp_path_factory):
     }
 
 
-def test_append_and_update_equal_a_build_from_scratch(parts, tmp_path):
+@pytest.mark.parametrize("weighting", ["tokens", "documents"])
+def test_append_and_update_equal_a_build_from_scratch(parts, tmp_path, weighting):
+    """Either weighting: the update keeps the store's (not given: kept; a store of before it had none: 'documents')."""
     inc = tmp_path / "inc"
     ingest(inc, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=600, row_group_size=60)
     first_words = read_vocabulary(f"{inc}/corpus").column("word").to_pylist()
-    cooccur(inc, tile_size=256)
+    cooccur(inc, tile_size=256, weighting=weighting)
     before = open_cooccurrence(f"{inc}/cooc.zarr").attrs["n_docs"]
     report = ingest(inc, [str(parts["day2"])], doc_ids=parts["ids2"], append=True, row_group_size=60)
     assert report.n_docs > 0 and read_vocabulary(f"{inc}/corpus").column("word").to_pylist() == first_words
@@ -47,8 +49,9 @@ def test_append_and_update_equal_a_build_from_scratch(parts, tmp_path):
     import shutil
 
     shutil.copytree(inc / "corpus", ref_root / "corpus")
-    cooccur(ref_root, tile_size=256)
+    cooccur(ref_root, tile_size=256, weighting=weighting)
     ref = open_cooccurrence(f"{ref_root}/cooc.zarr")
+    assert store.attrs["weighting"] == summary.weighting == weighting
     np.testing.assert_allclose(store.C[:], ref.C[:], rtol=0, atol=1e-12 * ref.C[:].max())
     assert abs(store.C[:].sum() - 1) < 1e-12
     np.testing.assert_array_equal(store.D1[:], ref.D1[:])
@@ -81,6 +84,30 @@ def test_update_refusals_leave_everything_unchanged(parts, tmp_path):
     with pytest.raises(StoreError, match="its words differ from those .* was built with"):
         cooccur(root, update=True)
     assert listing(root) == snapshot
+
+
+def test_an_update_keeps_the_store_s_weighting_and_refuses_another(parts, tmp_path):
+    """A store written before the attribute existed weighed each document once: an update keeps that; asking an
+    update for another weighting is refused, with nothing written."""
+    import json
+
+    from jsmf_dask.exceptions import InvalidParameterError
+
+    root = tmp_path / "run"
+    ingest(root, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=500, row_group_size=100)
+    cooccur(root, weighting="documents")
+    meta = root / "cooc.zarr" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    del doc["attributes"]["weighting"]  # as a store of before session 51
+    meta.write_text(json.dumps(doc))
+    ingest(root, [str(parts["day2"])], doc_ids=parts["ids2"], append=True)
+    snapshot = listing(root)
+    with pytest.raises(InvalidParameterError, match=r"weighs each document by 'documents'; an update keeps it \(got "
+                                                    r"weighting='tokens'\)"):
+        cooccur(root, update=True, weighting="tokens")
+    assert listing(root) == snapshot
+    assert cooccur(root, update=True).weighting == "documents"
+    assert open_cooccurrence(f"{root}/cooc.zarr").attrs["weighting"] == "documents"
 
 
 def test_update_refuses_documents_already_counted(parts, tmp_path):
@@ -140,7 +167,9 @@ def test_refit_warm_starts_from_the_previous_model(parts, tmp_path):
 
     root = tmp_path / "run"
     ingest(root, [str(parts["day1"])], doc_ids=parts["ids1"], vocab_size=800, row_group_size=100)
-    cooccur(root)
+    # each document once: weighed by their tokens, two words tie as the 8th anchor to within the two AP runs'
+    # difference (each to an eigen-residual of 1e-6), and cold and warm pick one each
+    cooccur(root, weighting="documents")
     fit(root, n_topics=8, iterations=30, name="yesterday")
     ingest(root, [str(parts["day2"])], doc_ids=parts["ids2"], append=True)
     cooccur(root, update=True)

@@ -57,10 +57,11 @@ def test_auto_anchor_words_fit_every_word_of_a_compressed_store(reuters, tmp_pat
 
 def test_compressed_operator_equals_the_dense_product(reuters):
     root, _ = reuters
-    C = open_cooccurrence(f"{root}/dense/cooc.zarr").C[:]
+    store = open_cooccurrence(f"{root}/dense/cooc.zarr")
+    C = store.C[:]
     n = C.shape[0]
     blocks = list_blocks(f"{root}/dense/corpus")
-    scaled = scaled_blocks(blocks, n)
+    scaled = scaled_blocks(blocks, n, weighting=store.attrs["weighting"])
     V = np.random.default_rng(0).standard_normal((n, 7))
     (totals, _), HtHV = dask.compute(block_totals(scaled), product_task(scaled, V, n_tasks=3))
     CV = (HtHV + (totals.diagonal - totals.squares)[:, None] * V) / totals.entry_sum
