@@ -236,6 +236,28 @@ def _training_matrix(root: str, heldout: float):
     return sps.vstack(parts).tocsr()
 
 
+def corpus_and_topics(name: str, args) -> tuple[str | None, list[int]]:
+    """The corpus ``--corpora`` names by ``name`` (None, said on stderr, where it is not found) and its K values.
+
+    A path to a file is a corpus of one's own, named after its file; a name of :data:`MACHINE_CORPORA` is this
+    machine's own text, written once under ``--out`` (documents named ``<file>:<line>``, which the split hashes),
+    then read as a file of one's own. Synthetic corpora and baskets have their own K, the others ``--topics``.
+    """
+    if Path(name).is_file():
+        path, name = str(Path(name).resolve()), Path(name).name.split(".")[0]
+        FILES[name] = path
+    elif name in MACHINE_CORPORA:
+        path = Path(args.out) / f"{name}.jsonl"
+        if not path.exists():
+            MACHINE_CORPORA[name](path)
+        FILES[name] = str(path.resolve())
+    if name not in {**SYNTHETIC, **BASKETS, **CHUNKS} and _ingest_kwargs(name, Path(args.data)) is None:
+        print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
+        return None, []
+    return name, ([SYNTHETIC[name][2]] if name in SYNTHETIC else [BASKETS[name][2]] if name in BASKETS else
+                  [int(k) for k in args.topics.split(",")])
+
+
 def run_corpus(name: str, topics: list[int], args) -> dict:
     """Every method at every K on one corpus; returns the rows."""
     import dask
@@ -432,20 +454,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = []
     for name in args.corpora.split(","):
-        if Path(name).is_file():  # a corpus of one's own: named after its file
-            path, name = str(Path(name).resolve()), Path(name).name.split(".")[0]
-            FILES[name] = path
-        elif name in MACHINE_CORPORA:  # this machine's own text, written once, then read as a file of one's own
-            path = Path(args.out) / f"{name}.jsonl"  # (documents named <file>:<line>, which the split hashes)
-            if not path.exists():
-                MACHINE_CORPORA[name](path)
-            FILES[name] = str(path.resolve())
-        known = {**SYNTHETIC, **BASKETS, **CHUNKS}
-        if name not in known and _ingest_kwargs(name, Path(args.data)) is None:
-            print(f"{name}: not found under {args.data}; skipped", file=sys.stderr)
+        name, topics = corpus_and_topics(name, args)
+        if name is None:
             continue
-        topics = [SYNTHETIC[name][2]] if name in SYNTHETIC else [BASKETS[name][2]] if name in BASKETS else \
-            [int(k) for k in args.topics.split(",")]
         result = run_corpus(name, topics, args)
         results.append(result)
         print(f"\n{name}\n\n{_table(result['rows'])}\n", flush=True)

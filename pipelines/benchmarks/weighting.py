@@ -23,8 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines.benchmarks.machine_corpora import CORPORA as MACHINE_CORPORA
-from pipelines.benchmarks.quality import BASKETS, FILES, REPO, SYNTHETIC, ingest_corpus
+from pipelines.benchmarks.quality import REPO, corpus_and_topics, ingest_corpus
 
 WEIGHTINGS = ("documents", "tokens")
 
@@ -100,16 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.corpora.split(","):
-        if Path(name).is_file():
-            path, name = str(Path(name).resolve()), Path(name).name.split(".")[0]
-            FILES[name] = path
-        elif name in MACHINE_CORPORA:
-            path = out / f"{name}.jsonl"
-            if not path.exists():
-                MACHINE_CORPORA[name](path)
-            FILES[name] = str(path.resolve())
-        topics = [SYNTHETIC[name][2]] if name in SYNTHETIC else [BASKETS[name][2]] if name in BASKETS else \
-            [int(k) for k in args.topics.split(",")]
+        name, topics = corpus_and_topics(name, args)
+        if name is None:
+            continue
         rows += run_corpus(name, topics, out, Path(args.data))
         print(_table([r for r in rows if r["corpus"] == name]), flush=True)
     (out / "weighting-results.json").write_text(json.dumps(rows, indent=1))
