@@ -205,8 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub, "cooccur",
         help="corpus -> co-occurrence matrix C (ROOT/cooc.zarr)",
-        description="Build the unbiased co-occurrence matrix C of the paper (eq. 1), with document "
-        "frequencies D1 and co-document frequencies D2, tile by tile into ROOT/cooc.zarr.",
+        description="Build the unbiased co-occurrence matrix C of the paper (eq. 1, each document weighed by its "
+        "tokens unless --weighting documents), with document frequencies D1 and co-document frequencies D2, tile "
+        "by tile into ROOT/cooc.zarr.",
     )
     _add_root(p)
     p.add_argument("--tile-size", type=int, help="largest edge of a tile of C, the tiles made equal (default: 2048)")

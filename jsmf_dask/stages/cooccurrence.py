@@ -1,4 +1,4 @@
-"""Graph builders for the co-occurrence matrix ``C`` (paper eq. 1), tile by tile.
+"""Graph builders for the co-occurrence matrix ``C`` (paper eq. 1, each document weighed), tile by tile.
 
 Map: a Dask bag whose elements are row-group blocks; each block becomes its
 scaled ``H̃`` split by word block (written to scratch storage as sparse
