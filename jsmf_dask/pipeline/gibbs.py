@@ -27,8 +27,8 @@ from jsmf_dask.io.model_store import ensure_model_group, model_path, open_model
 from jsmf_dask.io.parquet import corpus_dir, display_words, list_blocks, read_block, read_vocabulary, vocabulary_hash
 from jsmf_dask.io.schema import SCHEMA_VERSION
 from jsmf_dask.io.zarr_store import stored_heldout_fraction, stored_weighting, write_array, zarr_store
-from jsmf_dask.kernels.cooccurrence import document_weights
 from jsmf_dask.kernels.doc_split import DocumentSplit
+from jsmf_dask.kernels.variational import expected_topic_topic
 from jsmf_dask.io.provenance import library_versions
 from jsmf_dask.pipeline.fit_model import FitResult, write_topics
 
@@ -187,10 +187,7 @@ def _state_topics(model, n: int, n_topics: int, weighting: str) -> tuple[np.ndar
     for k in range(n_topics):
         B[vocab_index, k] = model.get_topic_word_dist(k)
     B /= B.sum(axis=0, keepdims=True)
-    A = np.zeros((n_topics, n_topics))
-    for doc in model.docs:
-        nd = np.bincount(np.asarray(doc.topics, dtype=np.int64), minlength=n_topics).astype(np.float64)
-        length = nd.sum()
-        A += document_weights(np.array([length]), weighting)[0] * (np.outer(nd, nd) - np.diag(nd)) / (
-            length * (length - 1))
+    counts = np.array([np.bincount(np.asarray(doc.topics, dtype=np.int64), minlength=n_topics)
+                       for doc in model.docs], dtype=np.float64).reshape(-1, n_topics)
+    A = expected_topic_topic(counts, np.zeros(n_topics), weighting)
     return B, A / A.sum()

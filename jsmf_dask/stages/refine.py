@@ -368,7 +368,8 @@ def _finish_block(block: Block, index: int, params: SweepParams, shared: tuple, 
     ll, n_valid_tokens = validation_completion(*split_tokens(V, valid_hashes), valid_hashes, topics, params.alpha)
     final_ll, n_held_tokens = _vb_scores(held, topics, params.alpha)
     start_ll, _ = _vb_scores(held, *start)
-    return BlockSums(None, expected_topic_topic(gamma, params.alpha, params.weighting), bound, X.shape[0], int(lengths.sum()), 0,
+    return BlockSums(None, expected_topic_topic(gamma, params.alpha, params.weighting), bound, X.shape[0],
+                     int(lengths.sum()), 0,
                      None, np.array([final_ll.sum(), start_ll.sum()]), int(round(n_held_tokens.sum())),
                      valid_doc_loglik=ll, valid_doc_tokens=n_valid_tokens,
                      heldout_sampled=_sampled_check(held, params.heldout_sample, topics, params.alpha, start))
